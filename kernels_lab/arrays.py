@@ -1,0 +1,70 @@
+"""Argument checks shared by every variant: a bad array gets an error that names the problem."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .runtime import cuda
+
+
+class ArgumentError(ValueError):
+    """A kernel argument has the wrong kind, dtype, shape, layout or size."""
+
+
+def is_device_array(a: Any) -> bool:
+    if isinstance(a, np.ndarray) and not hasattr(a, "copy_to_host"):
+        return False  # a plain host array (a mapped array is both, and counts as device)
+    return hasattr(a, "copy_to_host") or hasattr(type(a), "__cuda_array_interface__")
+
+
+def _contiguous(a: Any) -> bool:
+    if hasattr(a, "is_c_contiguous"):
+        return bool(a.is_c_contiguous())
+    return bool(np.asarray(a).flags.c_contiguous)
+
+
+def device_vector(name: str, a: Any, dtype=np.float32, n: int | None = None) -> Any:
+    """Check that `a` is a 1-D C-contiguous device array of `dtype` (and length n, if given)."""
+    if a is None:
+        raise ArgumentError(f"{name}: missing (expected a device array)")
+    if isinstance(a, np.ndarray) and not is_device_array(a):
+        raise ArgumentError(f"{name}: a host NumPy array was passed where a device array is needed; "
+                            f"copy it first with cuda.to_device({name})")
+    if not is_device_array(a):
+        raise ArgumentError(f"{name}: expected a device array, got {type(a).__name__}")
+    if np.dtype(a.dtype) != np.dtype(dtype):
+        raise ArgumentError(f"{name}: dtype {np.dtype(a.dtype)} where {np.dtype(dtype)} is required")
+    if len(a.shape) != 1:
+        raise ArgumentError(f"{name}: shape {tuple(a.shape)} is not 1-D")
+    if not _contiguous(a):
+        raise ArgumentError(f"{name}: not contiguous (a strided view); pass a contiguous copy")
+    if n is not None and a.shape[0] != n:
+        raise ArgumentError(f"{name}: length {a.shape[0]} does not match n = {n}")
+    return a
+
+
+def same_length(**arrays: Any) -> int:
+    """The common length of 1-D arrays, or an error listing every length."""
+    lengths = {name: a.shape[0] for name, a in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f"{k}={v}" for k, v in lengths.items())
+        raise ArgumentError(f"mismatched lengths: {listed}")
+    return next(iter(lengths.values()))
+
+
+def to_device(host: dict[str, Any]) -> dict[str, Any]:
+    """Copy the array values of a dict to the device; scalars pass through."""
+    return {k: cuda.to_device(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
+            for k, v in host.items()}
+
+
+def poisoned(specs: dict[str, tuple[tuple[int, ...], Any]]) -> dict[str, Any]:
+    """Output buffers filled with NaN (or a sentinel for integers), so an unwritten element shows."""
+    out = {}
+    for name, (shape, dtype) in specs.items():
+        dtype = np.dtype(dtype)
+        fill = np.nan if dtype.kind == "f" else np.iinfo(dtype).min
+        out[name] = cuda.to_device(np.full(shape, fill, dtype=dtype))
+    return out

@@ -1,0 +1,1 @@
+"""The profiling harness: launch counting, traffic (model / traced / ncu), timing, sweeps, plots."""

@@ -1,0 +1,119 @@
+"""Measure variants of a workload the one way everything here measures them.
+
+For each variant, at size n: check it against the float64 reference (fresh random inputs,
+poisoned outputs), count its launches through the launch hook, trace its global bytes on
+the simulator, time it on a GPU (cold L2, events, median), and re-check its output after
+timing. Every record follows the results v1 schema.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from typing import Any, Iterable, Iterator, Sequence, TypeVar
+
+import numpy as np
+
+from ..arrays import poisoned, to_device
+from ..checks import compare
+from ..core import Variant, Workload
+from ..runtime import ON_GPU, ON_SIMULATOR, free_device_memory
+from .launches import count_launches
+from .timing import time_launchers
+
+T = TypeVar("T")
+
+
+class MeasurementError(RuntimeError):
+    """A variant gave a wrong answer, or the size does not fit the device."""
+
+
+def progress(items: Sequence[T] | Iterable[T], label: str, total: int | None = None,
+             stream=sys.stderr, name=str) -> Iterator[T]:
+    """A one-line progress indicator on stderr (stdout stays clean for tables and JSON)."""
+    items = list(items)
+    total = total or len(items)
+    width = 24
+    for i, item in enumerate(items):
+        done = int(width * i / max(total, 1))
+        stream.write(f"\r{label} [{'#' * done}{'.' * (width - done)}] {i}/{total} {name(item)[:40]:<40}")
+        stream.flush()
+        yield item
+    stream.write(f"\r{label} [{'#' * width}] {total}/{total}{' ' * 42}\n")
+    stream.flush()
+
+
+def bytes_needed(workload: Workload, variant: Variant, n: int) -> int:
+    """Device memory for inputs, outputs and the variant's intermediates (from its plan)."""
+    plan = variant.plan(n)
+    ideal = sum(np.prod(s) * np.dtype(d).itemsize for s, d in workload.output_specs(n).values())
+    written = max(plan.bytes_written, int(ideal))
+    return int(plan.launches[0].bytes_read + written) if plan.launches else 0
+
+
+def check_fits(workload: Workload, variants: Sequence[Variant], n: int) -> None:
+    free = free_device_memory()
+    if free is None:
+        return
+    need = max(bytes_needed(workload, v, n) for v in variants) + (512 << 20)  # L2 flush buffer etc.
+    if need > free:
+        raise MeasurementError(f"n = {n:,} needs about {need / 2**30:.1f} GiB of device memory; "
+                               f"{free / 2**30:.1f} GiB are free. Choose a smaller size.")
+
+
+def measure_workload(workload: Workload, n: int, variants: Sequence[str] | None = None, *,
+                     seed: int = 0, reps: int = 30, flush: bool = True,
+                     show_progress: bool = True) -> list[dict[str, Any]]:
+    chosen = [workload.variant(v) for v in (variants or list(workload.variants))]
+    check_fits(workload, chosen, n)
+    inputs = workload.make_inputs(n, np.random.default_rng(seed))
+    ref = workload.reference(inputs)
+    dev_in = to_device(inputs)
+    records, launchers, outs = [], [], []
+    steps = progress(chosen, f"{workload.name} n={n:,}", name=lambda v: v.name) if show_progress else chosen
+    for variant in steps:
+        dev_out = poisoned(workload.output_specs(n))
+        launch = variant.bind(dev_in, dev_out)
+        tracer = _trace_context()
+        with count_launches() as seen, tracer as trace:
+            launch()
+        _require_correct(workload, variant, dev_out, ref, "")
+        plan = variant.plan(n)
+        records.append({
+            "workload": workload.name, "variant": variant.name, "pattern": variant.pattern, "n": n,
+            "launches": len(seen), "launches_planned": plan.n_launches,
+            "bytes_model": plan.bytes_total, "bytes_model_read": plan.bytes_read,
+            "bytes_model_write": plan.bytes_written,
+            "bytes_traced": trace.bytes_total if trace is not None else None,
+            "bytes_traced_read": trace.bytes_read if trace is not None else None,
+            "bytes_traced_write": trace.bytes_written if trace is not None else None,
+            "kernels": [k.kernel for k in plan.launches],
+            "time_ms": None, "time_ms_q1": None, "time_ms_q3": None, "GBs": None,
+            "host_us_per_launch": None,
+        })
+        launchers.append(launch)
+        outs.append(dev_out)
+    if ON_GPU:
+        timings = time_launchers(launchers, reps=reps, flush=flush)
+        for rec, t, variant, dev_out in zip(records, timings, chosen, outs):
+            _require_correct(workload, variant, dev_out, ref, " after timing")
+            rec.update(time_ms=t.median_ms, time_ms_q1=t.q1_ms, time_ms_q3=t.q3_ms,
+                       GBs=rec["bytes_model"] / (t.median_ms * 1e-3) / 1e9,
+                       host_us_per_launch=t.host_us_per_call / max(rec["launches"], 1))
+    return records
+
+
+def _trace_context():
+    if ON_SIMULATOR:
+        from .trace import tracing
+        return tracing()
+    return nullcontext(None)
+
+
+def _require_correct(workload: Workload, variant: Variant, dev_out, ref, when: str) -> None:
+    for name, expected in ref.items():
+        _, bad = compare(name, dev_out[name].copy_to_host(), expected, workload.tolerance)
+        if bad is not None:
+            raise MeasurementError(f"{workload.name}/{variant.name} is wrong{when}: first bad element "
+                                   f"{name}{list(bad.index)} expected {bad.expected:.6g} got {bad.got:.6g} "
+                                   f"({bad.bad} bad, {bad.unwritten} unwritten)")

@@ -1,0 +1,100 @@
+"""Results files: one JSON shape for every measurement, written with where and how it was made.
+
+    {"schema": "kernels-lab/results/v1",
+     "meta": {"backend", "device", "date", "command", "versions", "ceiling_GBs", ...},
+     "records": [{"workload", "variant", "pattern", "n", "launches", "bytes_model",
+                  "time_ms", "GBs", ...}]}
+
+Later fields are added, never renamed or removed: bytes_traced, bytes_dram_read,
+bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder records carry
+"kind": "launch".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from ..runtime import BACKEND, device_facts
+
+SCHEMA = "kernels-lab/results/v1"
+REQUIRED_META = ("backend", "device", "date", "command", "versions", "ceiling_GBs")
+REQUIRED_RECORD = ("workload", "variant", "pattern", "n", "launches", "bytes_model", "time_ms", "GBs")
+REQUIRED_LAUNCH_RECORD = ("kind", "path", "host_us_per_launch")
+_PACKAGES = ("kernels-lab", "numba", "numba-cuda", "numpy", "llvmlite", "cuda-core", "cuda-bindings", "matplotlib")
+
+
+class ResultsError(ValueError):
+    """A results file that is not a kernels-lab v1 results file, or is damaged."""
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in _PACKAGES:
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    if BACKEND == "gpu":
+        from ..runtime import cuda
+        try:
+            out["cuda_driver"] = ".".join(map(str, cuda.cudadrv.driver.driver.get_version()))
+        except Exception:  # noqa: BLE001  (a version we cannot read is left out, not fatal)
+            pass
+    return out
+
+
+def make_meta(command: str | None = None, ceiling_GBs: float | None = None, **extra: Any) -> dict[str, Any]:
+    facts = device_facts()
+    return {"backend": "gpu" if BACKEND == "gpu" else "simulator",
+            "device": facts.describe(),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": command if command is not None else " ".join(sys.argv),
+            "versions": versions(),
+            "ceiling_GBs": ceiling_GBs,
+            **extra}
+
+
+def validate(doc: Any, source: str = "results") -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise ResultsError(f"{source}: not a JSON object")
+    if doc.get("schema") != SCHEMA:
+        raise ResultsError(f"{source}: schema {doc.get('schema')!r}, expected {SCHEMA!r}")
+    meta, records = doc.get("meta"), doc.get("records")
+    if not isinstance(meta, dict) or not isinstance(records, list):
+        raise ResultsError(f"{source}: needs a 'meta' object and a 'records' list")
+    missing = [k for k in REQUIRED_META if k not in meta]
+    if missing:
+        raise ResultsError(f"{source}: meta lacks {', '.join(missing)}")
+    for i, rec in enumerate(records):
+        need = REQUIRED_LAUNCH_RECORD if isinstance(rec, dict) and rec.get("kind") == "launch" else REQUIRED_RECORD
+        if not isinstance(rec, dict) or any(k not in rec for k in need):
+            lacking = [k for k in need if not isinstance(rec, dict) or k not in rec]
+            raise ResultsError(f"{source}: record {i} lacks {', '.join(lacking)}")
+    return doc
+
+
+def dump(meta: dict[str, Any], records: list[dict[str, Any]], path: str | Path) -> Path:
+    doc = validate({"schema": SCHEMA, "meta": meta, "records": records})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)  # never leave a half-written results file behind
+    return path
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such file") from None
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}: not valid JSON (truncated?): {e}") from None
+    return validate(doc, str(path))

@@ -1,0 +1,113 @@
+"""Device time with CUDA events, cold L2, many repetitions; host time per launch beside it.
+
+    warm-up (compiles, loads modules)  ->  for each repetition: flush L2, event, launch, event
+    -> median and quartiles of the event times; then host wall time per launch, measured
+    separately by issuing launches back to back (their gap to device time is launch overhead).
+
+The simulator has no clock worth the name: every function here raises there, and callers
+report timings as unavailable instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..runtime import ON_GPU, cuda, device_facts
+
+
+class TimingUnavailable(RuntimeError):
+    """Timing needs a GPU."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    reps: int
+    host_us_per_call: float
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over median: the noise a comparison must beat."""
+        return (self.q3_ms - self.q1_ms) / self.median_ms if self.median_ms > 0 else float("inf")
+
+
+@cuda.jit
+def _scribble(buf, value):
+    i = cuda.grid(1)
+    if i < buf.size:
+        buf[i] = value + i
+
+
+class L2Flusher:
+    """Writes a buffer of twice the L2 size, so the next kernel starts with a cold cache."""
+
+    def __init__(self, stream=0):
+        l2 = max(device_facts().l2_bytes, 1 << 20)
+        self.buf = cuda.device_array(2 * l2 // 4, dtype=np.int32)
+        self.stream = stream
+        self.calls = 0
+        self.grid = (self.buf.size + 255) // 256
+
+    def __call__(self) -> None:
+        self.calls += 1
+        _scribble[self.grid, 256, self.stream](self.buf, np.int32(self.calls))
+
+
+def _require_gpu() -> None:
+    if not ON_GPU:
+        raise TimingUnavailable("timings need a GPU: the simulator runs kernels as Python threads")
+
+
+def time_launchers(launchers: Sequence[Callable[[], None]], *, reps: int = 30, warmup: int = 3,
+                   flush: bool = True, stream=0) -> list[Timing]:
+    """Time several launchers interleaved (rep by rep), so drift hits them all alike.
+
+    Each launcher is a zero-argument callable that enqueues its work on `stream`.
+    """
+    _require_gpu()
+    flusher = L2Flusher(stream) if flush else None
+    for launch in launchers:
+        for _ in range(warmup):
+            launch()
+    cuda.synchronize()
+    samples = [[] for _ in launchers]
+    start, end = cuda.event(), cuda.event()
+    for _ in range(reps):
+        for k, launch in enumerate(launchers):
+            if flusher:
+                flusher()
+            start.record(stream)
+            launch()
+            end.record(stream)
+            end.synchronize()
+            samples[k].append(start.elapsed_time(end))
+    host = [host_us_per_call(launch, stream=stream) for launch in launchers]
+    out = []
+    for s, h in zip(samples, host):
+        q1, med, q3 = np.percentile(np.asarray(s), [25, 50, 75])
+        out.append(Timing(float(med), float(q1), float(q3), reps, h))
+    return out
+
+
+def time_launcher(launch: Callable[[], None], **kwargs) -> Timing:
+    return time_launchers([launch], **kwargs)[0]
+
+
+def host_us_per_call(launch: Callable[[], None], calls: int = 20, stream=0) -> float:
+    """Host wall time to issue one call (not to finish it), median of a few batches."""
+    _require_gpu()
+    batches = []
+    for _ in range(3):
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            launch()
+        batches.append((time.perf_counter() - t0) / calls * 1e6)
+        cuda.synchronize()
+    return float(np.median(batches))

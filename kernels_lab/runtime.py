@@ -1,0 +1,169 @@
+"""GPU or simulator: decided once, before numba is imported.
+
+Everything in kernels_lab imports this module first. It picks the back-end, applies the
+numpy shim numba-cuda 0.30 needs on numpy >= 2.5, and answers questions about the device
+(name, compute capability, SMs, L2, how big a persistent grid may be). Where the simulator
+cannot do what a GPU does, the difference is decided here and nowhere else.
+
+Back-end choice, in order:
+  KERNELS_LAB_BACKEND=gpu  -> a real GPU, or a clear error if there is none;
+  KERNELS_LAB_BACKEND=sim  -> numba's CUDA simulator;
+  KERNELS_LAB_BACKEND=ptx  -> numba's real compiler without a GPU: kernels compile to PTX
+                              (cuda.compile_ptx, needs NVVM: the [cu13] extra) but never launch;
+  unset / "auto"           -> the GPU when the CUDA driver loads and sees a device,
+                              else the simulator (NUMBA_ENABLE_CUDASIM=1 also forces it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import sys
+from dataclasses import dataclass
+
+BACKEND_ENV = "KERNELS_LAB_BACKEND"
+_SIM_ENV = "NUMBA_ENABLE_CUDASIM"
+
+
+class BackendError(RuntimeError):
+    """The requested back-end cannot be used on this machine."""
+
+
+def _gpu_visible() -> tuple[bool, str]:
+    """Ask the CUDA driver directly (ctypes), so numba is not imported to find out."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    else:
+        return False, "no CUDA driver library (libcuda) on this machine"
+    if lib.cuInit(0) != 0:
+        return False, "the CUDA driver is present but cuInit failed (no usable GPU)"
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return False, "the CUDA driver sees no GPU"
+    return True, f"{count.value} GPU(s) visible"
+
+
+def _choose_backend() -> str:
+    asked = os.environ.get(BACKEND_ENV, "auto").strip().lower() or "auto"
+    if asked not in ("auto", "gpu", "sim", "simulator", "ptx"):
+        raise BackendError(f"{BACKEND_ENV}={asked!r}: expected gpu, sim, ptx or auto")
+    forced_sim = os.environ.get(_SIM_ENV, "0") not in ("", "0")
+    if asked in ("sim", "simulator"):
+        return "simulator"
+    if asked == "ptx":
+        if forced_sim:
+            raise BackendError(f"{BACKEND_ENV}=ptx but {_SIM_ENV}=1 is set: unset one of them")
+        return "ptx"
+    if asked == "gpu":
+        if forced_sim:
+            raise BackendError(f"{BACKEND_ENV}=gpu but {_SIM_ENV}=1 is set: unset one of them")
+        ok, why = _gpu_visible()
+        if not ok:
+            raise BackendError(f"{BACKEND_ENV}=gpu was asked for, but {why}. "
+                               f"Use {BACKEND_ENV}=sim to run on numba's CUDA simulator.")
+        return "gpu"
+    if forced_sim:
+        return "simulator"
+    return "gpu" if _gpu_visible()[0] else "simulator"
+
+
+def apply_numpy_shim(np_module=None) -> bool:
+    """numba-cuda 0.30.4 calls numpy.row_stack, removed in numpy 2.5: alias it to vstack.
+
+    Guarded: it only fills a hole, never replaces an attribute that exists. Returns True
+    when it patched something. Kept in this one place; tests/test_runtime.py covers it.
+    """
+    if np_module is None:
+        import numpy as np_module
+    if hasattr(np_module, "row_stack"):
+        return False
+    np_module.row_stack = np_module.vstack
+    return True
+
+
+def _numba_already_imported_with_other_backend(backend: str) -> bool:
+    if "numba.cuda" not in sys.modules:
+        return False
+    from numba import config
+    return bool(config.ENABLE_CUDASIM) != (backend == "simulator")
+
+
+BACKEND: str = _choose_backend()
+if _numba_already_imported_with_other_backend(BACKEND):
+    raise BackendError(f"numba.cuda was imported before kernels_lab with the other back-end; "
+                       f"import kernels_lab first (or set {_SIM_ENV} consistently)")
+if BACKEND == "simulator":
+    os.environ[_SIM_ENV] = "1"
+apply_numpy_shim()
+
+from numba import cuda  # noqa: E402  (must follow the back-end decision)
+
+ON_GPU: bool = BACKEND == "gpu"
+ON_SIMULATOR: bool = BACKEND == "simulator"  # "ptx" is neither: real compiler, no device
+
+# The simulator runs each block's threads as Python threads, one block after another.
+# These are the sizes it can run in seconds; demos and lessons shrink to them.
+SIM_PERSISTENT_BLOCKS = 2
+SIM_COOPERATIVE_BLOCKS = 1  # its grid sync is only a block barrier
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    backend: str
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    l2_bytes: int
+    memory_bytes: int
+
+    @property
+    def cc(self) -> str:
+        return f"{self.compute_capability[0]}.{self.compute_capability[1]}"
+
+    def describe(self) -> str:
+        if self.backend == "simulator":
+            return "numba CUDA simulator (no GPU: correctness, launches and bytes only; no timings)"
+        return (f"{self.name} (cc {self.cc}, {self.sm_count} SMs, "
+                f"{self.l2_bytes / 2**20:.0f} MiB L2, {self.memory_bytes / 2**30:.0f} GiB)")
+
+
+@functools.lru_cache(maxsize=1)
+def device_facts() -> DeviceFacts:
+    if not ON_GPU:
+        return DeviceFacts(BACKEND, "numba CUDA simulator" if ON_SIMULATOR else "no device (PTX only)", (9, 0), 1, 0, 0)
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    _free, total = cuda.current_context().get_memory_info()
+    return DeviceFacts("gpu", name, tuple(dev.compute_capability), int(dev.MULTIPROCESSOR_COUNT),
+                       int(dev.L2_CACHE_SIZE), int(total))
+
+
+def free_device_memory() -> int | None:
+    """Bytes free on the GPU, or None on the simulator (host memory backs it)."""
+    if not ON_GPU:
+        return None
+    return int(cuda.current_context().get_memory_info()[0])
+
+
+def persistent_grid(kernel, signature, block: int, dynamic_smem: int = 0) -> int:
+    """Blocks for a grid sized to the machine: resident blocks per SM x SMs.
+
+    `signature` is the kernel's argument-type tuple (it is compiled for it if needed).
+    On the simulator there is no occupancy: a small fixed grid, so loops still iterate.
+    """
+    if not ON_GPU:
+        return SIM_PERSISTENT_BLOCKS
+    compiled = kernel.compile(signature) if signature not in kernel.overloads else kernel.overloads[signature]
+    return int(compiled.max_cooperative_grid_blocks(block, dynamic_smem))
+
+
+def cooperative_grid_limit(kernel, signature, block: int, dynamic_smem: int = 0) -> int:
+    """The largest grid whose blocks can all be resident at once (needed for grid sync)."""
+    if not ON_GPU:
+        return SIM_COOPERATIVE_BLOCKS
+    return persistent_grid(kernel, signature, block, dynamic_smem)

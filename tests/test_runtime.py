@@ -1,0 +1,67 @@
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from kernels_lab import runtime
+
+
+def test_shim_fills_row_stack_only_when_missing():
+    fake = types.SimpleNamespace(vstack=lambda *a: "vstack")
+    assert runtime.apply_numpy_shim(fake) is True
+    assert fake.row_stack is fake.vstack
+    kept = types.SimpleNamespace(vstack=lambda *a: "vstack", row_stack=lambda *a: "own")
+    assert runtime.apply_numpy_shim(kept) is False
+    assert kept.row_stack() == "own"
+
+
+def test_shim_lets_numba_compile_when_numpy_lacks_row_stack():
+    # What a numpy >= 2.5 machine looks like to numba-cuda: row_stack is gone before the import.
+    code = ("import numpy; del numpy.row_stack\n"
+            "import kernels_lab, numpy as np\n"
+            "from kernels_lab.checks import check_variant\n"
+            "w = kernels_lab.get_workload('elementwise')\n"
+            "assert check_variant(w, w.variant('fused'), 9, 0).ok\n"
+            "print('ok', numpy.row_stack is numpy.vstack)")
+    env = {**os.environ, "KERNELS_LAB_BACKEND": "sim"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok True"
+
+
+def _import_with(env_overrides):
+    env = {k: v for k, v in os.environ.items() if k not in ("KERNELS_LAB_BACKEND", "NUMBA_ENABLE_CUDASIM")}
+    env.update(env_overrides)
+    return subprocess.run([sys.executable, "-c", "import kernels_lab.runtime as r; print(r.BACKEND)"],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.skipif(runtime.ON_GPU, reason="this machine has a GPU")
+def test_asking_for_a_gpu_without_one_is_a_clear_error():
+    out = _import_with({"KERNELS_LAB_BACKEND": "gpu"})
+    assert out.returncode != 0
+    assert "KERNELS_LAB_BACKEND=gpu was asked for" in out.stderr and "sim" in out.stderr
+
+
+def test_auto_falls_back_to_the_simulator_without_a_gpu():
+    out = _import_with({})
+    assert out.returncode == 0
+    assert out.stdout.strip() == ("gpu" if runtime._gpu_visible()[0] else "simulator")
+
+
+def test_unknown_backend_is_rejected():
+    out = _import_with({"KERNELS_LAB_BACKEND": "tpu"})
+    assert out.returncode != 0 and "expected gpu, sim, ptx or auto" in out.stderr
+
+
+def test_device_facts_and_persistent_grid():
+    facts = runtime.device_facts()
+    assert facts.sm_count >= 1
+    from kernels_lab.patterns.elementwise import _persistent_blocks
+    blocks = _persistent_blocks()
+    if runtime.ON_GPU:
+        assert blocks % facts.sm_count == 0 and blocks >= facts.sm_count
+    else:
+        assert blocks == runtime.SIM_PERSISTENT_BLOCKS
