@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
+# Steps: env tests demo ncu profile ladder
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 KERNELS_LAB_BACKEND=gpu
+OUT=${OUT:-/tmp/kl-out}; mkdir -p "$OUT"
+py=python3
+for step in "$@"; do
+  echo "=== $step $(date -u +%FT%TZ)"
+  case $step in
+    env)
+      nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/env.txt"
+      $py -m pip list 2>/dev/null | grep -iE "^(numba|numpy|llvmlite|cuda-|matplotlib|nbclient|ipykernel)" | tee -a "$OUT/env.txt"
+      $py -m kernels_lab.cli doctor | tee -a "$OUT/env.txt" ;;
+    tests)
+      $py -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -25 | tee "$OUT/gpu-tests.txt" ;;
+    demo)
+      $py -m kernels_lab.cli demo elementwise --json "$OUT/elementwise.json" --out "$OUT/elementwise.png" ;;
+    ncu)
+      ncu --clock-control none --csv --print-units base \
+          --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
+          $py -m kernels_lab.profile.ncu elementwise 134217728 unfused fused_naive fused persistent \
+          > "$OUT/ncu_elementwise.csv" 2> "$OUT/ncu_stderr.txt"; echo "ncu rc=$?"; tail -3 "$OUT/ncu_stderr.txt"
+      grep -c '"' "$OUT/ncu_elementwise.csv" ;;
+    profile)
+      $py -m kernels_lab.cli profile elementwise --ncu --json "$OUT/profile_elementwise.json" ;;
+    ladder)
+      $py -m kernels_lab.cli profile launch --json "$OUT/ladder.json" ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
