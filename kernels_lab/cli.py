@@ -50,6 +50,88 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return known[args.name].run(args)
 
 
+def _parse_sizes(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    sizes = []
+    for part in text.split(","):
+        part = part.strip()
+        n = 2 ** int(part[2:]) if part.startswith("2^") else int(float(part))
+        if n < 1:
+            raise ValueError(f"--sizes: {part!r} is not a positive size")
+        sizes.append(n)
+    return sizes
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .profile import results
+    from .runtime import ON_GPU, device_facts
+    command = "kernels-lab profile " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["profile"] else None
+    print(f"backend: {device_facts().describe()}")
+    if args.workload == "launch":
+        from .profile.ladder import measure_ladder
+        rungs = measure_ladder()
+        path = results.dump(results.make_meta(command, None), rungs, args.json)
+        for r in rungs:
+            print(f"  {r['path']:<44} host {r['host_us_per_launch']:8.2f} us/launch   "
+                  f"device {r['device_us_per_boundary']:8.2f} us/boundary")
+        print(f"wrote {path}")
+        return 0
+    from .core import get_workload
+    from .profile.sweep import DEFAULT_SIZES, sweep
+    workload = get_workload(args.workload)
+    sizes = _parse_sizes(args.sizes) or (list(DEFAULT_SIZES) if ON_GPU else [1, 257, workload.sizes["simulator"]])
+    ceiling = None
+    if ON_GPU:
+        from .profile.ceiling import measure_copy_ceiling
+        ceiling = measure_copy_ceiling().GBs
+        print(f"copy ceiling: {ceiling:.0f} GB/s")
+    else:
+        print("simulator: launches and traced bytes only, no timings")
+    records = sweep(workload, sizes, json_path=args.json, ceiling_GBs=ceiling, reps=args.reps, command=command)
+    status = 0
+    if args.ncu:
+        status = _attach_ncu(workload, records, args.json, command, ceiling)
+    for r in records:
+        t = f"{r['time_ms']:.4f} ms" if r.get("time_ms") is not None else "no time"
+        extra = f" model {r['time_ms_model']:.4f} ms ({r['model_error']:+.0%})" if "time_ms_model" in r else ""
+        print(f"  {r['variant']:<12} n={r['n']:>11,} {r['launches']} launch  {r['bytes_model']:>14,} B  {t}{extra}")
+    print(f"wrote {args.json}")
+    return status
+
+
+def _attach_ncu(workload, records, json_path, command, ceiling) -> int:
+    from .profile import ncu, results
+    from .runtime import device_facts
+    n = max(r["n"] for r in records)
+    variants = list(dict.fromkeys(r["variant"] for r in records))
+    try:
+        measured = ncu.measure(workload.name, n, variants)
+    except ncu.NcuError as e:
+        print(f"ncu: {e}; measured DRAM bytes are left out", file=sys.stderr)
+        return 3
+    for r in records:
+        if r["n"] == n:
+            kernels = measured[r["variant"]]
+            r["bytes_dram_read"] = int(sum(k.dram_read for k in kernels))
+            r["bytes_dram_write"] = int(sum(k.dram_write for k in kernels))
+            r["ncu_time_ms"] = sum(k.time_s for k in kernels) * 1e3
+            r["ncu_vs_model"] = (r["bytes_dram_read"] + r["bytes_dram_write"]) / r["bytes_model"] - 1
+            print(f"  ncu {r['variant']:<12} DRAM {r['bytes_dram_read'] + r['bytes_dram_write']:>14,} B "
+                  f"({r['ncu_vs_model']:+.1%} vs model)")
+    results.dump(results.make_meta(command, ceiling, l2_bytes=device_facts().l2_bytes), records, json_path)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .profile import plots, results
+    doc = results.load(args.results)
+    made = plots.render(doc, args.out, args.results.stem)
+    for p in made:
+        print(f"wrote {p}")
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import report
     text, problems = report()
@@ -73,6 +155,22 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", type=Path, default=None, help="figure path (default kernels-lab-out/NAME.png)")
     d.add_argument("--json", type=Path, default=None, help="results path (default kernels-lab-out/NAME.json)")
     d.set_defaults(func=cmd_demo)
+
+    pr = sub.add_parser("profile", help="sweep sizes for every variant of a workload (or 'launch': the ladder)",
+                        description="Measure every variant of WORKLOAD at each size: launches, planned and traced "
+                                    "bytes, and on a GPU the median time, GB/s and the model. WORKLOAD 'launch' "
+                                    "measures the launch-overhead ladder instead.")
+    pr.add_argument("workload", help="a workload from `kernels-lab list`, or 'launch'")
+    pr.add_argument("--sizes", help="comma-separated sizes, e.g. 4096,2^20,2^27 (default: 2^12 .. 2^27)")
+    pr.add_argument("--ncu", action="store_true", help="also measure DRAM bytes per kernel with Nsight Compute")
+    pr.add_argument("--reps", type=int, default=20, help="timed repetitions per variant and size")
+    pr.add_argument("--json", type=Path, default=OUT_DIR / "profile.json", help="results file to write")
+    pr.set_defaults(func=cmd_profile)
+
+    pl = sub.add_parser("plot", help="draw the figures of a results JSON")
+    pl.add_argument("results", type=Path, help="a kernels-lab results v1 file")
+    pl.add_argument("--out", type=Path, default=OUT_DIR, help="folder for the PNGs")
+    pl.set_defaults(func=cmd_plot)
 
     sub.add_parser("doctor", help="back-end, versions, tools, and what to fix").set_defaults(func=cmd_doctor)
     return p

@@ -55,6 +55,8 @@ def _notify_end(rec: LaunchRecord) -> None:
 
 def record_external(kernel: str, grid: Any, block: Any, via: str) -> None:
     """For launch paths that do not go through numba's dispatcher."""
+    if not _listeners:
+        return  # the common case, kept cheap: launch paths call this on every launch
     rec = LaunchRecord(kernel, _dim3(grid), _dim3(block), via)
     _notify_begin(rec, ())
     _notify_end(rec)

@@ -26,7 +26,8 @@ METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.
 MARKER = "ncu_variant_marker"
 
 _UNIT_SCALE = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-               "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+               "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+               "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 class NcuError(RuntimeError):
@@ -54,8 +55,8 @@ def python_name(kernel_name: str) -> str:
             parts.append(rest[digits:digits + length])
             rest = rest[digits + length:]
         return parts[-1] if parts else name
-    name = name.split("(")[0]
-    name = re.sub(r"\[abi:[^\]]*\]", "", name)
+    # demangled: kernels_lab::bias_add_vec4[v2,cw51...](Array<float, 1, C, ...>, ...)
+    name = re.split(r"[\[(]", name, maxsplit=1)[0]
     return name.split("::")[-1].strip()
 
 

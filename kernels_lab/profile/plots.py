@@ -44,7 +44,9 @@ def variant_bars(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
     sources = [s for s in sources if any(r.get(s[1]) is not None for r in recs)]
     fig, (ax_b, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
     width = 0.8 / len(sources)
-    scale = 2**20
+    biggest = max((r.get("bytes_model") or 0) for r in recs) if recs else 0
+    scale, unit = next((s, u) for s, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
+                       if biggest >= 2 * s or s == 1)
     for k, (label, rd, wr) in enumerate(sources):
         xs = [i + (k - (len(sources) - 1) / 2) * width for i in range(len(recs))]
         reads = [(r.get(rd) or 0) / scale for r in recs]
@@ -54,7 +56,7 @@ def variant_bars(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
         ax_b.bar(xs, writes, width, bottom=reads, color=WRITE, hatch=hatch, edgecolor="white",
                  label=f"{label}: write")
     ax_b.set_xticks(range(len(recs)), names, rotation=15)
-    ax_b.set_ylabel("global memory traffic (MiB)")
+    ax_b.set_ylabel(f"global memory traffic ({unit})")
     ax_b.legend(fontsize=7, ncol=len(sources))
     _style(ax_b, f"bytes moved, n = {recs[0]['n']:,}" if recs else "bytes moved")
     if any(r.get("time_ms") is not None for r in recs):
@@ -76,3 +78,103 @@ def variant_bars(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
     ax_t.set_xticks(range(len(recs)), names, rotation=15)
     _source_note(fig, meta)
     return _save(fig, path)
+
+
+def _by_variant(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("kind") != "launch" and r.get("time_ms") is not None:
+            out.setdefault(r["variant"], []).append(r)
+    return {k: sorted(v, key=lambda r: r["n"]) for k, v in out.items()}
+
+
+def _l2_marker(ax, meta: dict[str, Any], bytes_per_element: float | None) -> None:
+    l2 = meta.get("l2_bytes")
+    if l2 and bytes_per_element:
+        ax.axvline(l2 / bytes_per_element, color="gray", ls=":", lw=1)
+        ax.annotate("L2 full", (l2 / bytes_per_element, 0.98), xycoords=("data", "axes fraction"),
+                    fontsize=7, color="gray", ha="right", rotation=90, va="top")
+
+
+def sweep_time(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """Time vs size per variant, log-log: measured medians (points, quartile bars) and the model (lines)."""
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    groups = _by_variant(records)
+    for k, (name, recs) in enumerate(groups.items()):
+        color = plt.cm.tab10(k)
+        ns = [r["n"] for r in recs]
+        t = [r["time_ms"] for r in recs]
+        err = [[r["time_ms"] - r["time_ms_q1"] for r in recs], [r["time_ms_q3"] - r["time_ms"] for r in recs]]
+        ax.errorbar(ns, t, yerr=err, fmt="o", ms=4, color=color, label=f"{name} ({recs[0]['launches']} launch)")
+        if all("time_ms_model" in r for r in recs):
+            ax.plot(ns, [r["time_ms_model"] for r in recs], "-", color=color, alpha=0.6, lw=1.2)
+    first = next(iter(groups.values()), None)
+    _l2_marker(ax, meta, first[0]["bytes_model"] / first[0]["n"] / 3 if first else None)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("n (elements)")
+    ax.set_ylabel("time (ms): points measured, lines = launches x launch cost + bytes / ceiling")
+    ax.legend(fontsize=8)
+    _style(ax, f"{records[0]['workload'] if records else ''}: launch-bound at small n, bandwidth-bound at large n")
+    ax.grid(which="both", alpha=0.2)
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
+def sweep_bandwidth(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """Achieved GB/s (planned bytes / time) per variant against the copy ceiling of the same run."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for k, (name, recs) in enumerate(_by_variant(records).items()):
+        ax.plot([r["n"] for r in recs], [r["GBs"] for r in recs], "o-", ms=4, color=plt.cm.tab10(k), label=name)
+    if meta.get("ceiling_GBs"):
+        ax.axhline(meta["ceiling_GBs"], color="black", ls="--", lw=1)
+        ax.annotate(f"copy ceiling {meta['ceiling_GBs']:.0f} GB/s", (0.01, meta["ceiling_GBs"]),
+                    xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("n (elements)")
+    ax.set_ylabel("achieved GB/s (planned bytes / median time)")
+    ax.legend(fontsize=8)
+    _style(ax, "bandwidth per variant")
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
+def ladder(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """Host us per launch and device us per boundary, per launch path (log scale)."""
+    rungs = [r for r in records if r.get("kind") == "launch"]
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(rungs) + 1.5))
+    ys = range(len(rungs))
+    floor = 0.05  # draw zero (the fused kernel) at the axis floor
+    host = [max(r["host_us_per_launch"], floor) for r in rungs]
+    dev = [max(r["device_us_per_boundary"], floor) for r in rungs]
+    ax.barh([y - 0.2 for y in ys], host, 0.4, color=READ, label="host us per launch")
+    ax.barh([y + 0.2 for y in ys], dev, 0.4, color=WRITE, label="device us per kernel boundary")
+    for y, r in zip(ys, rungs):
+        ax.annotate(f"{r['host_us_per_launch']:.2f} / {r['device_us_per_boundary']:.2f} us", (max(host[y], dev[y]), y),
+                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.set_yticks(list(ys), [r["path"] for r in rungs], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("microseconds (log)")
+    ax.legend(fontsize=8, loc="lower right")
+    _style(ax, "what one kernel boundary costs")
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
+def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
+    """Every figure a results file supports."""
+    out_dir = Path(out_dir)
+    meta, records = doc["meta"], doc["records"]
+    made = []
+    variant_recs = [r for r in records if r.get("kind") != "launch"]
+    sizes = sorted({r["n"] for r in variant_recs})
+    if variant_recs:
+        largest = [r for r in variant_recs if r["n"] == sizes[-1]]
+        made.append(variant_bars(largest, meta, out_dir / f"{stem}_bytes.png"))
+    if len(sizes) > 1 and any(r.get("time_ms") is not None for r in variant_recs):
+        made.append(sweep_time(variant_recs, meta, out_dir / f"{stem}_time.png"))
+        made.append(sweep_bandwidth(variant_recs, meta, out_dir / f"{stem}_bandwidth.png"))
+    if any(r.get("kind") == "launch" for r in records):
+        made.append(ladder(records, meta, out_dir / f"{stem}_ladder.png"))
+    return made
