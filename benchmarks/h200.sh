@@ -23,7 +23,7 @@ for step in "$@"; do
           > "$OUT/ncu_elementwise.csv" 2> "$OUT/ncu_stderr.txt"; echo "ncu rc=$?"; tail -3 "$OUT/ncu_stderr.txt"
       grep -c '"' "$OUT/ncu_elementwise.csv" ;;
     profile)
-      $py -m kernels_lab.cli profile elementwise --ncu --json "$OUT/profile_elementwise.json" ;;
+      $py -m kernels_lab.cli profile elementwise --ncu --json "$OUT/profile_elementwise.json" 2>&1 | grep -v Warn ;;
     ladder)
       $py -m kernels_lab.cli profile launch --json "$OUT/ladder.json" ;;
     *) echo "unknown step $step" ;;

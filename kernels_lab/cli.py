@@ -66,7 +66,7 @@ def _parse_sizes(text: str | None) -> list[int] | None:
 def cmd_profile(args: argparse.Namespace) -> int:
     from .profile import results
     from .runtime import ON_GPU, device_facts
-    command = "kernels-lab profile " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["profile"] else None
+    command = args.command_line
     print(f"backend: {device_facts().describe()}")
     if args.workload == "launch":
         from .profile.ladder import measure_ladder
@@ -179,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.command_line = "kernels-lab " + " ".join(sys.argv[1:] if argv is None else argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     print(table(records))
     print()
     print(narrate(records, ceiling))
-    meta = results.make_meta(ceiling_GBs=ceiling)
+    meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)
     json_path = results.dump(meta, records, args.json)
     png = plots.variant_bars(records, meta, args.out)
     print(f"\nwrote {json_path} and {png}")

@@ -88,6 +88,7 @@ def measure_workload(workload: Workload, n: int, variants: Sequence[str] | None 
             "bytes_traced_read": trace.bytes_read if trace is not None else None,
             "bytes_traced_write": trace.bytes_written if trace is not None else None,
             "kernels": [k.kernel for k in plan.launches],
+            "kernel_bytes": [k.bytes_read + k.bytes_written for k in plan.launches],
             "time_ms": None, "time_ms_q1": None, "time_ms_q3": None, "GBs": None,
             "host_us_per_launch": None,
         })

@@ -1,0 +1,22 @@
+from kernels_lab.profile.sweep import add_model, model_time_ms
+
+
+def test_model_is_launch_bound_when_small_and_bandwidth_bound_when_large():
+    ceiling = 4000.0  # GB/s
+    # three kernels of 1 KB: each dependent launch waits for the host (c = 15 us)
+    assert abs(model_time_ms([1000] * 3, ceiling, 0.004, 0.015) - (0.004 + 2 * 0.015)) < 1e-4
+    # three kernels of 4 GB: 1 ms each, the launches hide behind them
+    big = model_time_ms([4_000_000_000] * 3, ceiling, 0.004, 0.015)
+    assert abs(big - 3 * 1.004) < 1e-6
+
+
+def test_add_model_recovers_the_costs_that_made_the_data():
+    ceiling = 4000.0
+    recs = []
+    for n in (1 << 10, 1 << 16, 1 << 22, 1 << 26):
+        for kb in ([12 * n], [12 * n, 8 * n, 8 * n]):
+            t = model_time_ms(kb, ceiling, 0.003, 0.020)
+            recs.append({"time_ms": t, "kernel_bytes": kb})
+    add_model(recs, ceiling)
+    assert abs(recs[0]["model_fixed_kernel_us"] - 3.0) < 0.3 and abs(recs[0]["model_launch_us"] - 20.0) < 0.6
+    assert all(abs(r["model_error"]) < 0.02 for r in recs)
