@@ -108,12 +108,18 @@ def sweep_time(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: st
         ax.errorbar(ns, t, yerr=err, fmt="o", ms=4, color=color, label=f"{name} ({recs[0]['launches']} launch)")
         if all("time_ms_model" in r for r in recs):
             ax.plot(ns, [r["time_ms_model"] for r in recs], "-", color=color, alpha=0.6, lw=1.2)
-    first = next(iter(groups.values()), None)
-    _l2_marker(ax, meta, first[0]["bytes_model"] / first[0]["n"] / 3 if first else None)
+    # L2 holds the working set (inputs + output of the one-kernel variants) up to this n
+    single = next((recs for recs in groups.values() if recs[0]["launches"] == 1), None)
+    _l2_marker(ax, meta, single[0]["bytes_model"] / single[0]["n"] if single else None)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("n (elements)")
-    ax.set_ylabel("time (ms): points measured, lines = launches x launch cost + bytes / ceiling")
+    ax.set_ylabel("median device time (ms)")
+    fit = next((r for r in records if "model_launch_us" in r), None)
+    if fit:
+        ax.text(0.99, 0.02, f"points: measured (quartile bars)\nlines: model, bandwidth = copy ceiling,\n"
+                f"fixed kernel cost {fit['model_fixed_kernel_us']:.1f} us, exposed launch cost "
+                f"{fit['model_launch_us']:.1f} us", transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
     ax.legend(fontsize=8)
     _style(ax, f"{records[0]['workload'] if records else ''}: launch-bound at small n, bandwidth-bound at large n")
     ax.grid(which="both", alpha=0.2)
