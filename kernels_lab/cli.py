@@ -88,7 +88,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print(f"copy ceiling: {ceiling:.0f} GB/s")
     else:
         print("simulator: launches and traced bytes only, no timings")
-    records = sweep(workload, sizes, json_path=args.json, ceiling_GBs=ceiling, reps=args.reps, command=command)
+    records = sweep(workload, sizes, json_path=args.json, ceiling_GBs=ceiling, reps=args.reps,
+                    flush=not args.warm, command=command)
     status = 0
     if args.ncu:
         status = _attach_ncu(workload, records, args.json, command, ceiling)
@@ -164,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--sizes", help="comma-separated sizes, e.g. 4096,2^20,2^27 (default: 2^12 .. 2^27)")
     pr.add_argument("--ncu", action="store_true", help="also measure DRAM bytes per kernel with Nsight Compute")
     pr.add_argument("--reps", type=int, default=20, help="timed repetitions per variant and size")
+    pr.add_argument("--warm", action="store_true",
+                    help="warm-cache figures: no L2 flush; inputs rotated among copies when they fit in L2")
     pr.add_argument("--json", type=Path, default=OUT_DIR / "profile.json", help="results file to write")
     pr.set_defaults(func=cmd_profile)
 

@@ -101,3 +101,11 @@ def test_results_do_not_depend_on_the_launch_configuration(rng):
 def test_run_variant_returns_host_arrays(rng):
     got = run_variant(W, W.variant("fused"), W.make_inputs(7, rng))
     assert isinstance(got["out"], np.ndarray) and got["out"].shape == (7,)
+
+
+def test_unknown_names_are_clear_errors():
+    from kernels_lab.core import get_workload as get
+    with pytest.raises(KeyError, match="has no variant 'nosuch'; it has: unfused"):
+        W.variant("nosuch")
+    with pytest.raises(KeyError, match="unknown workload 'nope'"):
+        get("nope")

@@ -20,3 +20,18 @@ def test_add_model_recovers_the_costs_that_made_the_data():
     add_model(recs, ceiling)
     assert abs(recs[0]["model_fixed_kernel_us"] - 3.0) < 0.3 and abs(recs[0]["model_launch_us"] - 20.0) < 0.6
     assert all(abs(r["model_error"]) < 0.02 for r in recs)
+
+
+def test_rotation_needs_copies_only_when_the_data_fits_in_l2(monkeypatch):
+    from kernels_lab.profile import measure
+    from kernels_lab.runtime import DeviceFacts
+    facts = DeviceFacts("gpu", "test", (9, 0), 132, 60 << 20, 1 << 37)
+    monkeypatch.setattr(measure, "device_facts", lambda: facts)
+    assert measure.rotation_copies(1 << 30) == 1
+    assert measure.rotation_copies(30 << 20) == 4
+    assert measure.rotation_copies(1 << 10) == 8
+    calls = []
+    turn = measure.rotating([lambda: calls.append(0), lambda: calls.append(1)])
+    for _ in range(3):
+        turn()
+    assert calls == [0, 1, 0]

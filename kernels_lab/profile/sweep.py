@@ -61,14 +61,15 @@ def add_model(records: list[dict[str, Any]], ceiling_GBs: float | None) -> None:
 
 
 def sweep(workload: Workload, sizes: Sequence[int], *, json_path: str | Path, ceiling_GBs: float | None,
-          reps: int = 20, variants: Sequence[str] | None = None, command: str | None = None,
+          reps: int = 20, flush: bool = True, variants: Sequence[str] | None = None, command: str | None = None,
           extra_meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Measure every variant at every size; the results file is rewritten after each size,
     so an interrupted sweep keeps what it measured."""
-    meta = results.make_meta(command, ceiling_GBs, l2_bytes=device_facts().l2_bytes, **(extra_meta or {}))
+    meta = results.make_meta(command, ceiling_GBs, l2_bytes=device_facts().l2_bytes, cold_l2=flush,
+                             **(extra_meta or {}))
     records: list[dict[str, Any]] = []
     for n in progress(sizes, f"sweep {workload.name}", name=lambda n: f"n={n:,}"):
-        records += measure_workload(workload, n, variants, reps=reps, show_progress=False)
+        records += measure_workload(workload, n, variants, reps=reps, flush=flush, show_progress=False)
         add_model(records, ceiling_GBs)
         results.dump(meta, records, json_path)
     return records
