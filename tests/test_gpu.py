@@ -46,3 +46,11 @@ def test_timing_and_ceiling_are_plausible():
     from kernels_lab.profile.ceiling import measure_copy_ceiling
     c = measure_copy_ceiling(n=1 << 26, reps=5)
     assert 500 < c.GBs < 10_000, c
+
+
+def test_measure_warm_and_cold_on_the_gpu():
+    from kernels_lab.profile.measure import measure_workload
+    for flush in (True, False):
+        recs = measure_workload(W, (1 << 16) + 5, reps=5, flush=flush, show_progress=False)
+        assert all(r["time_ms"] > 0 and r["time_ms_q1"] <= r["time_ms"] <= r["time_ms_q3"] for r in recs)
+        assert all(r["launches"] == r["launches_planned"] for r in recs)

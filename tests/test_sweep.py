@@ -35,3 +35,14 @@ def test_rotation_needs_copies_only_when_the_data_fits_in_l2(monkeypatch):
     for _ in range(3):
         turn()
     assert calls == [0, 1, 0]
+
+
+def test_a_size_the_device_cannot_hold_says_how_much_it_needs(monkeypatch):
+    import pytest
+
+    from kernels_lab import get_workload
+    from kernels_lab.profile import measure
+    monkeypatch.setattr(measure, "free_device_memory", lambda: 1 << 30)
+    w = get_workload("elementwise")
+    with pytest.raises(measure.MeasurementError, match=r"needs about 5\.5 GiB .* 1\.0 GiB are free"):
+        measure.check_fits(w, list(w.variants.values()), 1 << 28)
