@@ -167,3 +167,13 @@ def cooperative_grid_limit(kernel, signature, block: int, dynamic_smem: int = 0)
     if not ON_GPU:
         return SIM_COOPERATIVE_BLOCKS
     return persistent_grid(kernel, signature, block, dynamic_smem)
+
+
+def require_coresident(kernel, signature, grid: int, block: int, dynamic_smem: int = 0) -> None:
+    """A grid-synchronising kernel deadlocks (or is refused) unless every block is resident at once."""
+    limit = cooperative_grid_limit(kernel, signature, block, dynamic_smem)
+    if grid > limit:
+        where = "the simulator runs grid sync in one block only" if not ON_GPU else \
+            f"{device_facts().sm_count} SMs x resident blocks per SM at block {block}"
+        raise BackendError(f"a grid of {grid} blocks cannot be co-resident: at most {limit} ({where}); "
+                           f"use a smaller grid and loop inside the kernel")

@@ -65,3 +65,17 @@ def test_device_facts_and_persistent_grid():
         assert blocks % facts.sm_count == 0 and blocks >= facts.sm_count
     else:
         assert blocks == runtime.SIM_PERSISTENT_BLOCKS
+
+
+def test_a_grid_that_cannot_be_coresident_is_refused_before_launch():
+    from kernels_lab.profile.ladder import BLOCK, persistent_steps
+    limit = runtime.cooperative_grid_limit(persistent_steps, None, BLOCK) if not runtime.ON_GPU else None
+    if runtime.ON_GPU:
+        from numba import types
+        sig = (types.Array(types.float32, 1, "C"), types.int64)
+        limit = runtime.cooperative_grid_limit(persistent_steps, sig, BLOCK)
+        runtime.require_coresident(persistent_steps, sig, limit, BLOCK)
+    else:
+        sig = None
+    with pytest.raises(runtime.BackendError, match=f"cannot be co-resident: at most {limit}"):
+        runtime.require_coresident(persistent_steps, sig, limit + 1, BLOCK)
