@@ -158,8 +158,7 @@ def persistent_grid(kernel, signature, block: int, dynamic_smem: int = 0) -> int
     """
     if not ON_GPU:
         return SIM_PERSISTENT_BLOCKS
-    compiled = kernel.compile(signature) if signature not in kernel.overloads else kernel.overloads[signature]
-    return int(compiled.max_cooperative_grid_blocks(block, dynamic_smem))
+    return int(kernel.compile(signature).max_cooperative_grid_blocks(block, dynamic_smem))
 
 
 def cooperative_grid_limit(kernel, signature, block: int, dynamic_smem: int = 0) -> int:
