@@ -2,6 +2,10 @@
 
   load4(a, v)             four float32 a[4v:4v+4] as ONE 16-byte load (ld.global.v4.f32)
   store4(a, v, x, y, z, w) four float32 as ONE 16-byte store (st.global.v4.f32)
+  globaltimer()           the GPU's nanosecond clock (%globaltimer); host clock on the simulator
+  grid_dependency_wait()  PDL: wait until the previous kernel in the stream has flushed (griddepcontrol.wait)
+  launch_dependents()     PDL: let the next kernel in the stream launch now (griddepcontrol.launch_dependents)
+  load_cg(a, i)           a[i] through L2 only (ld.global.cg): never a stale L1 line of memory the host rewrites
 
 Why 16-byte accesses: a memory-bound kernel is limited by the bytes it keeps in flight.
 With 4-byte loads a full H200 SM holds 2048 threads x 4 B per array; Little's law wants
@@ -18,6 +22,19 @@ from __future__ import annotations
 from .runtime import ON_SIMULATOR
 
 if ON_SIMULATOR:
+    import time as _time
+
+    def globaltimer():
+        return _time.perf_counter_ns()
+
+    def grid_dependency_wait():
+        pass  # the simulator runs one kernel at a time: every dependency is already met
+
+    def launch_dependents():
+        pass
+
+    def load_cg(a, i):
+        return a[i]
 
     def load4(a, v):
         i = 4 * v
@@ -32,6 +49,9 @@ if ON_SIMULATOR:
 
 else:
     from llvmlite import ir
+    from numba import cuda as _cuda
+
+    load_cg = _cuda.ldcg
     from numba import types
     from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
@@ -77,3 +97,27 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+    def _inline_asm(builder, ret_type, asm: str, constraints: str, args=()):
+        fnty = ir.FunctionType(ret_type, [a.type for a in args])
+        return builder.call(ir.InlineAsm(fnty, asm, constraints, side_effect=True), list(args))
+
+    @intrinsic
+    def globaltimer(typingctx):
+        def codegen(context, builder, signature, args):
+            return _inline_asm(builder, ir.IntType(64), "mov.u64 $0, %globaltimer;", "=l,~{memory}")
+        return types.int64(), codegen
+
+    @intrinsic
+    def grid_dependency_wait(typingctx):
+        def codegen(context, builder, signature, args):
+            _inline_asm(builder, ir.VoidType(), "griddepcontrol.wait;", "~{memory}")
+            return context.get_dummy_value()
+        return types.void(), codegen
+
+    @intrinsic
+    def launch_dependents(typingctx):
+        def codegen(context, builder, signature, args):
+            _inline_asm(builder, ir.VoidType(), "griddepcontrol.launch_dependents;", "~{memory}")
+            return context.get_dummy_value()
+        return types.void(), codegen

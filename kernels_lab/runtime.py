@@ -176,3 +176,11 @@ def require_coresident(kernel, signature, grid: int, block: int, dynamic_smem: i
             f"{device_facts().sm_count} SMs x resident blocks per SM at block {block}"
         raise BackendError(f"a grid of {grid} blocks cannot be co-resident: at most {limit} ({where}); "
                            f"use a smaller grid and loop inside the kernel")
+
+
+def host_view(mapped):
+    """The host's NumPy view of a cuda.mapped_array (the simulator wraps it in a fake array)."""
+    import numpy as np
+    if ON_SIMULATOR:
+        return mapped._ary  # the simulator's FakeCUDAArray holds the shared buffer here
+    return np.asarray(mapped).view(np.ndarray)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -36,7 +37,7 @@ def _source_note(fig, meta: dict[str, Any]) -> None:
 
 def variant_bars(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
     """Bytes per variant (model / traced / ncu, read and write stacked) and time per variant."""
-    recs = [r for r in records if r.get("kind") != "launch"]
+    recs = [r for r in records if r.get("kind") is None]
     names = [r["variant"] for r in recs]
     sources = [("model", "bytes_model_read", "bytes_model_write"),
                ("traced", "bytes_traced_read", "bytes_traced_write"),
@@ -83,7 +84,7 @@ def variant_bars(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
 def _by_variant(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in records:
-        if r.get("kind") != "launch" and r.get("time_ms") is not None:
+        if r.get("kind") is None and r.get("time_ms") is not None:
             out.setdefault(r["variant"], []).append(r)
     return {k: sorted(v, key=lambda r: r["n"]) for k, v in out.items()}
 
@@ -168,12 +169,56 @@ def ladder(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | 
     return _save(fig, path)
 
 
+MODE_COLORS = {"ideal": "gray", "persistent": "#2ca02c", "launch": "#d62728", "batch8": "#ff7f0e"}
+
+
+def consumer_latency_cdf(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """Round-trip latency CDF per mode at the middle payload size, one producer."""
+    recs = [r for r in records if r.get("kind") == "consumer" and r["producers"] == 1]
+    sizes = sorted({r["payload_bytes"] for r in recs})
+    size = sizes[len(sizes) // 2]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for r in (r for r in recs if r["payload_bytes"] == size):
+        q = r["latency_quantiles_us"]
+        ax.plot(q, np.linspace(0, 1, len(q)), color=MODE_COLORS.get(r["mode"], "black"), lw=2 if r["mode"] != "ideal" else 1,
+                ls="--" if r["mode"] == "ideal" else "-",
+                label=f"{r['mode']}: p50 {r['p50_us']:.1f} us, p99 {r['p99_us']:.1f} us")
+    ax.set_xscale("log")
+    ax.set_xlabel("round trip per request (us, log)")
+    ax.set_ylabel("fraction of requests")
+    ax.legend(fontsize=8, loc="lower right")
+    _style(ax, f"latency, one producer, payload {size // 1024} KiB (ideal = host write seen by GPU and back)")
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
+def consumer_throughput(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """Answers per second vs producer threads, per mode, one line per payload size."""
+    recs = [r for r in records if r.get("kind") == "consumer"]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    sizes = sorted({r["payload_bytes"] for r in recs})
+    styles = ["-", "--", ":"]
+    for mode, color in MODE_COLORS.items():
+        for k, size in enumerate(sizes):
+            pts = sorted((r["producers"], r["throughput_rps"]) for r in recs if r["mode"] == mode and r["payload_bytes"] == size)
+            if pts:
+                ax.plot(*zip(*pts), styles[k % 3], marker="o", ms=4, color=color,
+                        label=f"{mode}, {size // 1024} KiB" if size >= 1024 else f"{mode}, {size} B")
+    ax.set_yscale("log")
+    ax.set_xlabel("producer threads")
+    ax.set_ylabel("answers per second (log)")
+    ax.legend(fontsize=7, ncol=2)
+    _style(ax, "throughput")
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
 def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
     """Every figure a results file supports."""
     out_dir = Path(out_dir)
     meta, records = doc["meta"], doc["records"]
     made = []
-    variant_recs = [r for r in records if r.get("kind") != "launch"]
+    variant_recs = [r for r in records if r.get("kind") is None]
     sizes = sorted({r["n"] for r in variant_recs})
     if variant_recs:
         largest = [r for r in variant_recs if r["n"] == sizes[-1]]
@@ -183,4 +228,7 @@ def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
         made.append(sweep_bandwidth(variant_recs, meta, out_dir / f"{stem}_bandwidth.png"))
     if any(r.get("kind") == "launch" for r in records):
         made.append(ladder(records, meta, out_dir / f"{stem}_ladder.png"))
+    if any(r.get("kind") == "consumer" for r in records):
+        made.append(consumer_latency_cdf(records, meta, out_dir / f"{stem}_latency.png"))
+        made.append(consumer_throughput(records, meta, out_dir / f"{stem}_throughput.png"))
     return made

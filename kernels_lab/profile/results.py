@@ -7,7 +7,7 @@
 
 Later fields are added, never renamed or removed: bytes_traced, bytes_dram_read,
 bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder records carry
-"kind": "launch".
+"kind": "launch", persistent-consumer records "kind": "consumer" (REQUIRED_BY_KIND).
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ from ..runtime import BACKEND, device_facts
 SCHEMA = "kernels-lab/results/v1"
 REQUIRED_META = ("backend", "device", "date", "command", "versions", "ceiling_GBs")
 REQUIRED_RECORD = ("workload", "variant", "pattern", "n", "launches", "bytes_model", "time_ms", "GBs")
-REQUIRED_LAUNCH_RECORD = ("kind", "path", "host_us_per_launch")
+REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry their own fields
+    "launch": ("kind", "path", "host_us_per_launch"),
+    "consumer": ("kind", "mode", "payload_bytes", "producers", "p50_us", "p99_us", "throughput_rps"),
+}
 _PACKAGES = ("kernels-lab", "numba", "numba-cuda", "numpy", "llvmlite", "cuda-core", "cuda-bindings", "matplotlib")
 
 
@@ -72,7 +75,7 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
     if missing:
         raise ResultsError(f"{source}: meta lacks {', '.join(missing)}")
     for i, rec in enumerate(records):
-        need = REQUIRED_LAUNCH_RECORD if isinstance(rec, dict) and rec.get("kind") == "launch" else REQUIRED_RECORD
+        need = REQUIRED_BY_KIND.get(rec.get("kind"), REQUIRED_RECORD) if isinstance(rec, dict) else REQUIRED_RECORD
         if not isinstance(rec, dict) or any(k not in rec for k in need):
             lacking = [k for k in need if not isinstance(rec, dict) or k not in rec]
             raise ResultsError(f"{source}: record {i} lacks {', '.join(lacking)}")

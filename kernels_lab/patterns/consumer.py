@@ -1,0 +1,362 @@
+"""Lesson: a persistent consumer. The host feeds a queue; a kernel that never exits drains it.
+
+The job, per request: a dot product of a payload (P float32, written by the host) with a
+weight vector that lives on the GPU for the whole run: result = payload . w.
+
+    one launch per request   the host writes the payload, launches, waits: ~30 us of launch
+                             and synchronisation around a microsecond of work
+    batched launch           k requests per launch: the launch cost is shared, the first
+                             request waits for the last
+    persistent consumer      one launch at start; each block polls the queue in mapped host
+                             memory, serves a request in a few microseconds, and waits again
+
+The queue (all cuda.mapped_array, so host and GPU see the same bytes):
+    seq[S]      ticket + 1, written by the host after the payload: "slot holds ticket t"
+    payload[S*P] request data;  result[S]: the answer;  done[S]: ticket + 1 once answered
+    ctrl[4]     [0] stop flag (host), [1] echo mode: answer without the job (the ideal round trip),
+                [2] set by a block whose idle budget ran out, so the others leave too
+    status[B,4] per block: requests served, idle spins, exit code, next ticket (the kernel writes)
+Tickets go to blocks round-robin (ticket t -> block t % B, slot t % S); a slot is reused
+only after its previous ticket was collected, so every request is answered exactly once.
+
+The dangers this code guards against:
+  - a plain flag read in a loop is hoisted by the compiler: the loop never sees the host's
+    write. Here every poll is preceded by cuda.threadfence_system() (seen to work on an H200).
+  - an unbounded spin wedges the GPU: every wait here is bounded by an idle budget in
+    nanoseconds (%globaltimer); when it runs out the kernel exits with EXIT_IDLE_BUDGET.
+  - a grid that is not co-resident never serves the tickets of blocks that never start: the
+    block count is checked against what the device can hold at once.
+
+On the simulator: a kernel launch blocks its caller, so the consumer runs on a Python
+thread; mapped arrays are shared by reference; one block; timings are meaningless.
+On x86 hosts, stores are seen in order, so writing the payload before seq is enough.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..intrinsics import globaltimer, load_cg
+from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
+
+# Host-side handles, bound at import: while a simulated kernel of this module runs (and the
+# consumer's always does), the simulator swaps this module's global `cuda` for its in-kernel API.
+_mapped_array, _to_device, _stream, _event, _synchronize = (
+    cuda.mapped_array, cuda.to_device, cuda.stream, cuda.event, cuda.synchronize)
+
+BLOCK = 256
+EXIT_RUNNING, EXIT_STOPPED, EXIT_IDLE_BUDGET = 0, 2, 3
+_WORK, _STOP, _IDLE = 1, 2, 3
+
+
+def reference(payload: np.ndarray, weights: np.ndarray) -> float:
+    return float(payload.astype(np.float64) @ weights.astype(np.float64))
+
+
+@cuda.jit(device=True, inline=True)
+def block_dot(payload, base, weights, partial):
+    """All threads of the block: sum of payload[base + i] * weights[i] (tree reduction in shared)."""
+    tid = cuda.threadIdx.x
+    acc = np.float32(0)
+    for i in range(tid, weights.size, cuda.blockDim.x):
+        acc += load_cg(payload, base + i) * weights[i]
+    partial[tid] = acc
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if tid < step:
+            partial[tid] += partial[tid + step]
+        cuda.syncthreads()
+        step //= 2
+    return partial[0]
+
+
+@cuda.jit
+def consumer_kernel(seq, done, payload, result, ctrl, status, weights, idle_ns):
+    # On chip: the weights stay in device memory for the whole run; the block's partial sums
+    # in shared memory. Through PCIe: each request's payload in, one float and a mark out.
+    block, nblocks, tid = cuda.blockIdx.x, cuda.gridDim.x, cuda.threadIdx.x
+    command = cuda.shared.array(1, dtype=np.int32)
+    partial = cuda.shared.array(BLOCK, dtype=np.float32)
+    slots = seq.size
+    ticket = block
+    served = 0
+    spins = 0
+    while True:
+        slot = ticket % slots
+        if tid == 0:
+            cmd = 0
+            start = globaltimer()
+            while cmd == 0:  # bounded: ends on work, on stop, or when the idle budget is spent
+                cuda.threadfence_system()  # keeps the loads below inside the loop (not hoisted)
+                if seq[slot] == ticket + 1:
+                    cmd = _WORK
+                elif ctrl[0] != 0 or ctrl[2] != 0:
+                    cmd = _STOP  # checked after the queue, so work already published drains first
+                elif globaltimer() - start > idle_ns:
+                    cmd = _IDLE
+                spins += 1
+            command[0] = cmd
+        cuda.syncthreads()
+        if command[0] != _WORK:
+            break
+        value = np.float32(0) if ctrl[1] != 0 else block_dot(payload, slot * weights.size, weights, partial)
+        if tid == 0:
+            result[slot] = value
+            cuda.threadfence_system()  # the result is visible before the mark that announces it
+            done[slot] = ticket + 1
+            served += 1
+            status[block, 0] = served
+            status[block, 1] = spins
+        cuda.syncthreads()  # command and partial are reused by the next request
+        ticket += nblocks
+    if tid == 0:
+        if command[0] == _IDLE:
+            ctrl[2] = 1  # one block gone means its tickets would never be served: all leave
+        status[block, 0] = served
+        status[block, 1] = spins
+        status[block, 3] = ticket
+        cuda.threadfence_system()
+        status[block, 2] = EXIT_STOPPED if command[0] == _STOP else EXIT_IDLE_BUDGET
+
+
+class ConsumerError(RuntimeError):
+    """The persistent consumer cannot take or answer this request."""
+
+
+class QueueFull(ConsumerError):
+    pass
+
+
+class ResultTimeout(ConsumerError):
+    pass
+
+
+class ConsumerStopped(ConsumerError):
+    pass
+
+
+@dataclass(frozen=True)
+class Ticket:
+    number: int
+    slot: int
+
+
+def _check_payload(payload: Any, size: int) -> np.ndarray:
+    arr = np.asarray(payload)
+    if arr.dtype != np.float32:
+        raise ValueError(f"payload dtype {arr.dtype}: float32 is required")
+    if arr.shape != (size,):
+        raise ValueError(f"payload shape {arr.shape}: ({size},) is required")
+    return arr
+
+
+class PersistentConsumer:
+    """A resident kernel serving dot-product requests from a queue in mapped host memory.
+
+        with PersistentConsumer(weights) as c:
+            t = c.submit(payload)          # -> Ticket; blocks while the queue is full (timeout)
+            value = c.result(t, timeout=1) # -> float; raises if the consumer died or time ran out
+
+    A full queue blocks submit() up to `timeout` seconds, then raises QueueFull (nothing is
+    written). stop(drain=True) waits for every published request to be answered first; what
+    is still unanswered after that is reported: its result() raises ConsumerStopped.
+    """
+
+    def __init__(self, weights: np.ndarray, slots: int = 64, blocks: int | None = None,
+                 idle_timeout_s: float = 10.0, echo: bool = False):
+        weights = np.asarray(weights)
+        if weights.ndim != 1 or weights.size == 0:
+            raise ValueError(f"weights: shape {weights.shape}; a non-empty 1-D vector is required")
+        weights = _check_payload(weights, weights.size)
+        if slots < 1:
+            raise ValueError("slots must be >= 1")
+        blocks = blocks or (1 if ON_SIMULATOR else min(4, slots))
+        if ON_SIMULATOR and blocks != 1:
+            raise ValueError("the simulator runs one consumer block (its blocks run one after another)")
+        if ON_GPU and blocks > device_facts().sm_count:
+            raise ValueError(f"{blocks} blocks: at most one per SM ({device_facts().sm_count}) keeps them all resident")
+        if blocks > slots:
+            raise ValueError(f"{blocks} blocks need at least as many slots (got {slots})")
+        self.size, self.slots, self.blocks = weights.size, slots, blocks
+        m = _mapped_array
+        self._d = {"seq": m(slots, np.int32), "done": m(slots, np.int32), "payload": m(slots * self.size, np.float32),
+                   "result": m(slots, np.float32), "ctrl": m(4, np.int32), "status": m((blocks, 4), np.int64)}
+        self._h = {k: host_view(v) for k, v in self._d.items()}
+        for v in self._h.values():
+            v[...] = 0
+        self._h["ctrl"][1] = 1 if echo else 0
+        self._weights = _to_device(weights)
+        self._idle_ns = int(idle_timeout_s * 1e9)
+        self._lock = threading.Lock()
+        self._slot_free = threading.Condition(self._lock)
+        self._next = itertools.count()
+        self._collected = np.full(slots, -1, dtype=np.int64)  # last ticket collected per slot
+        self._published: set[int] = set()
+        self._abandoned: set[int] = set()
+        self._state = "new"
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> "PersistentConsumer":
+        if self._state != "new":
+            raise ConsumerError(f"consumer is {self._state}: start it once")
+        d = self._d
+        args = (d["seq"], d["done"], d["payload"], d["result"], d["ctrl"], d["status"], self._weights,
+                np.int64(self._idle_ns))
+        if ON_SIMULATOR:
+            self._thread = threading.Thread(target=lambda: consumer_kernel[1, BLOCK](*args), daemon=True)
+            self._thread.start()
+        else:
+            self._stream = _stream()
+            consumer_kernel[self.blocks, BLOCK, self._stream](*args)
+            self._finished = _event(timing=False)
+            self._finished.record(self._stream)
+        self._state = "running"
+        return self
+
+    def kernel_exited(self) -> bool:
+        """True once the kernel has ended, or any of its blocks has left (its tickets would hang)."""
+        if self._state == "new":
+            return False
+        if any(int(c) != EXIT_RUNNING for c in self._h["status"][:, 2]):
+            if ON_SIMULATOR:
+                self._thread.join(5)  # the simulator runs one kernel at a time: let this one finish
+            return True
+        return not self._thread.is_alive() if ON_SIMULATOR else self._finished.query()
+
+    def status(self) -> dict[str, Any]:
+        s = self._h["status"]
+        return {"served": int(s[:, 0].sum()), "spins": int(s[:, 1].sum()),
+                "exit_codes": [int(c) for c in s[:, 2]], "running": not self.kernel_exited()}
+
+    def _died_message(self) -> str:
+        codes = set(int(c) for c in self._h["status"][:, 2])
+        if EXIT_IDLE_BUDGET in codes:
+            return (f"the consumer kernel exited: its idle budget of {self._idle_ns / 1e9:g} s ran out with no "
+                    f"work (status {self.status()}); start a new one")
+        return f"the consumer kernel is not running (status {self.status()})"
+
+    def stop(self, drain: bool = True, timeout: float = 10.0) -> list[int]:
+        """Stop the kernel; returns the tickets that were published but never answered."""
+        if self._state != "running":
+            raise ConsumerStopped(f"stop(): the consumer is {self._state}")
+        deadline = time.monotonic() + timeout
+        if drain:
+            while self._unanswered() and not self.kernel_exited() and time.monotonic() < deadline:
+                time.sleep(1e-4)
+        self._h["ctrl"][0] = 1
+        while not self._all_blocks_left():
+            if time.monotonic() > deadline + timeout:
+                raise ConsumerError("the consumer kernel did not exit after the stop flag (GPU wedged?)")
+            time.sleep(1e-4)
+        if ON_GPU:
+            _synchronize()
+        with self._lock:
+            self._state = "stopped"
+            self._abandoned = set(self._unanswered_locked())
+            self._slot_free.notify_all()
+        return sorted(self._abandoned)
+
+    def _all_blocks_left(self) -> bool:
+        return not self._thread.is_alive() if ON_SIMULATOR else self._finished.query()
+
+    def __enter__(self) -> "PersistentConsumer":
+        return self.start() if self._state == "new" else self
+
+    def __exit__(self, *exc) -> None:
+        if self._state == "running":
+            self.stop(drain=exc[0] is None)
+
+    # -- requests --------------------------------------------------------------------
+    def _unanswered_locked(self) -> list[int]:
+        done = self._h["done"]
+        return [t for t in self._published if done[t % self.slots] != t + 1]
+
+    def _unanswered(self) -> list[int]:
+        with self._lock:
+            return self._unanswered_locked()
+
+    def submit(self, payload: Any, timeout: float = 1.0) -> Ticket:
+        data = _check_payload(payload, self.size)
+        with self._lock:
+            if self._state != "running":
+                raise ConsumerStopped(f"submit(): the consumer is {self._state}")
+            if self.kernel_exited():
+                raise ConsumerError("submit(): " + self._died_message())
+            t = next(self._next)
+            slot = t % self.slots
+            deadline = time.monotonic() + timeout
+            while t >= self.slots and self._collected[slot] != t - self.slots:
+                if self._state != "running" or not self._slot_free.wait(max(0.0, deadline - time.monotonic())):
+                    self._next = itertools.count(t)  # the ticket was never used: hand it out again
+                    raise QueueFull(f"queue full: slot {slot} still holds ticket {t - self.slots}, "
+                                    f"not collected within {timeout:g} s (collect results to free slots)")
+            h = self._h
+            h["payload"][slot * self.size:(slot + 1) * self.size] = data
+            h["seq"][slot] = t + 1  # publish last: the payload is in place before the ticket
+            self._published.add(t)
+        return Ticket(t, slot)
+
+    def result(self, ticket: Ticket, timeout: float = 1.0) -> float:
+        done, slot, mark = self._h["done"], ticket.slot, ticket.number + 1
+        deadline = time.monotonic() + timeout
+        spins = 0
+        while done[slot] != mark:
+            if ticket.number in self._abandoned:
+                raise ConsumerStopped(f"ticket {ticket.number} was never answered: the consumer was stopped")
+            if self.kernel_exited() and done[slot] != mark:
+                raise ConsumerError(f"ticket {ticket.number}: " + self._died_message())
+            if time.monotonic() > deadline:
+                raise ResultTimeout(f"ticket {ticket.number}: no answer within {timeout:g} s")
+            spins += 1
+            if spins > 1000 or ON_SIMULATOR:
+                time.sleep(0)  # let other host threads (and the simulated kernel) run
+        value = float(self._h["result"][slot])
+        with self._lock:
+            if ticket.number not in self._published:
+                raise ConsumerError(f"ticket {ticket.number} was already collected")
+            self._published.discard(ticket.number)
+            self._collected[slot] = ticket.number
+            self._slot_free.notify_all()
+        return value
+
+
+# -- baselines: the same job, one launch per request, or a batch per launch ---------------
+
+@cuda.jit
+def dot_kernel(payloads, weights, results):
+    # One block per request; the payloads are in mapped host memory, like the queue's.
+    partial = cuda.shared.array(BLOCK, dtype=np.float32)
+    r = cuda.blockIdx.x
+    value = block_dot(payloads, r * weights.size, weights, partial)
+    if cuda.threadIdx.x == 0:
+        results[r] = value
+
+
+class LaunchPerRequest:
+    """Baseline: the host writes the payload(s), launches dot_kernel, waits for it."""
+
+    def __init__(self, weights: np.ndarray, batch: int = 1):
+        self.size, self.batch = weights.size, batch
+        self._payloads = _mapped_array(batch * self.size, np.float32)
+        self._results = _mapped_array(batch, np.float32)
+        self._hp, self._hr = host_view(self._payloads), host_view(self._results)
+        self._weights = _to_device(_check_payload(weights, weights.size))
+        self._lock = threading.Lock()  # one GPU queue: concurrent callers take turns
+        self._launch = dot_kernel[batch, BLOCK]
+
+    def __call__(self, payloads: np.ndarray) -> np.ndarray:
+        payloads = np.asarray(payloads, dtype=np.float32).reshape(-1)
+        if payloads.size != self.batch * self.size:
+            raise ValueError(f"expected {self.batch} payload(s) of {self.size} float32")
+        with self._lock:
+            self._hp[:] = payloads
+            self._launch(self._payloads, self._weights, self._results)
+            _synchronize()
+            return self._hr.copy()

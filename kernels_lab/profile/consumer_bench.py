@@ -1,0 +1,97 @@
+"""Round-trip latency and throughput: persistent consumer against one launch per request.
+
+Modes, all serving the same dot-product job from payloads in mapped host memory:
+  ideal       the persistent consumer in echo mode: a host write seen by the GPU and back
+  persistent  the persistent consumer doing the job
+  launch      one dot_kernel launch (numba dispatch) and a synchronize per request
+  batch8      one launch per 8 requests (throughput: 8 answers per launch; latency: the batch's)
+Latency: one producer, requests back to back, p50 / p90 / p99 of the host round trip.
+Throughput: 1, 2, 4 producer threads for a fixed time, answers per second.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..patterns.consumer import LaunchPerRequest, PersistentConsumer, reference
+from ..runtime import ON_GPU
+from .timing import TimingUnavailable
+
+
+def _percentiles(samples_s: list[float]) -> dict[str, Any]:
+    us = np.asarray(samples_s) * 1e6
+    p50, p90, p99 = np.percentile(us, [50, 90, 99])
+    # 101 quantiles keep the shape of the distribution for the CDF plot without every sample
+    return {"p50_us": float(p50), "p90_us": float(p90), "p99_us": float(p99),
+            "latency_quantiles_us": [float(q) for q in np.percentile(us, np.linspace(0, 100, 101))]}
+
+
+def _latency(call: Callable[[np.ndarray], float], payloads: list[np.ndarray], warmup: int = 50) -> list[float]:
+    for p in payloads[:warmup]:
+        call(p)
+    out = []
+    for p in payloads:
+        t0 = time.perf_counter()
+        call(p)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _throughput(call: Callable[[np.ndarray], Any], payload: np.ndarray, producers: int, seconds: float,
+                answers_per_call: int) -> float:
+    counts = [0] * producers
+    stop = time.perf_counter() + seconds
+
+    def worker(k: int) -> None:
+        while time.perf_counter() < stop:
+            call(payload)
+            counts[k] += answers_per_call
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(producers)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.perf_counter() - t0)
+
+
+def measure_consumer(payload_floats=(256, 1024, 4096), producers=(1, 2, 4), requests: int = 2000,
+                     seconds: float = 0.5, blocks: int = 4, seed: int = 0) -> list[dict[str, Any]]:
+    if not ON_GPU:
+        raise TimingUnavailable("round-trip latencies in microseconds need a GPU")
+    rng = np.random.default_rng(seed)
+    records = []
+    for size in payload_floats:
+        w = rng.standard_normal(size).astype(np.float32)
+        payloads = [rng.standard_normal(size).astype(np.float32) for _ in range(requests)]
+        for mode in ("ideal", "persistent", "launch", "batch8"):
+            if mode in ("ideal", "persistent"):
+                server = PersistentConsumer(w, slots=64, blocks=blocks, echo=(mode == "ideal")).start()
+
+                def call(p, s=server):
+                    return s.result(s.submit(p, timeout=5), timeout=5)
+                answers, close = 1, server.stop
+            else:
+                batch = 8 if mode == "batch8" else 1
+                base = LaunchPerRequest(w, batch=batch)
+
+                def call(p, b=base, k=batch):
+                    return b(np.tile(p, k))
+                answers, close = batch, (lambda: None)
+            if mode != "ideal":  # correctness first, on fresh inputs
+                got = np.atleast_1d(call(payloads[0]))[0]
+                want = reference(payloads[0], w)
+                if not np.isclose(got, want, rtol=1e-3, atol=1e-3):
+                    raise RuntimeError(f"consumer benchmark: {mode} answered {got}, expected {want}")
+            lat = _percentiles(_latency(call, payloads))
+            for k in producers:
+                rps = _throughput(call, payloads[1], k, seconds, answers)
+                records.append({"kind": "consumer", "mode": mode, "payload_bytes": 4 * size, "producers": k,
+                                "throughput_rps": rps, "requests": requests, **lat})
+            close()
+    return records
