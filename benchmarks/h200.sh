@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
-# Steps: env tests demo ncu profile ladder
+# Steps: env tests demo ncu profile ladder consumer pdl demos
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 KERNELS_LAB_BACKEND=gpu
 OUT=${OUT:-/tmp/kl-out}; mkdir -p "$OUT"
@@ -26,6 +26,12 @@ for step in "$@"; do
       $py -m kernels_lab.cli profile elementwise --ncu --json "$OUT/profile_elementwise.json" 2>&1 | grep -v Warn ;;
     ladder)
       $py -m kernels_lab.cli profile launch --json "$OUT/ladder.json" ;;
+    consumer)
+      $py -m kernels_lab.cli profile consumer --json "$OUT/consumer.json" 2>&1 | grep -v Warn ;;
+    pdl)
+      $py -m kernels_lab.cli profile pdl --json "$OUT/pdl.json" 2>&1 | grep -v Warn ;;
+    demos)
+      for d in consumer pdl; do $py -m kernels_lab.cli demo $d --json "$OUT/demo_$d.json" --out "$OUT/demo_$d.png" 2>&1 | grep -v Warn; done ;;
     *) echo "unknown step $step" ;;
   esac
 done

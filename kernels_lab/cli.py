@@ -63,19 +63,37 @@ def _parse_sizes(text: str | None) -> list[int] | None:
     return sizes
 
 
+def _ladder():
+    from .profile.ladder import measure_ladder
+    rungs = measure_ladder()
+    for r in rungs:
+        print(f"  {r['path']:<44} host {r['host_us_per_launch']:8.2f} us/launch   "
+              f"device {r['device_us_per_boundary']:8.2f} us/boundary")
+    return rungs
+
+
+def _consumer():
+    from .profile.consumer_bench import measure_consumer
+    return measure_consumer()
+
+
+def _pdl():
+    from .profile.pdl_bench import measure_pdl
+    return measure_pdl()
+
+
+SPECIAL_PROFILES = {"launch": _ladder, "consumer": _consumer, "pdl": _pdl}
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     from .profile import results
     from .runtime import ON_GPU, device_facts
     command = args.command_line
     print(f"backend: {device_facts().describe()}")
-    if args.workload == "launch":
-        from .profile.ladder import measure_ladder
-        rungs = measure_ladder()
-        path = results.dump(results.make_meta(command, None), rungs, args.json)
-        for r in rungs:
-            print(f"  {r['path']:<44} host {r['host_us_per_launch']:8.2f} us/launch   "
-                  f"device {r['device_us_per_boundary']:8.2f} us/boundary")
-        print(f"wrote {path}")
+    if args.workload in SPECIAL_PROFILES:
+        records = SPECIAL_PROFILES[args.workload]()
+        path = results.dump(results.make_meta(command, None), records, args.json)
+        print(f"{len(records)} records; wrote {path}")
         return 0
     from .core import get_workload
     from .profile.sweep import DEFAULT_SIZES, sweep
@@ -157,11 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", type=Path, default=None, help="results path (default kernels-lab-out/NAME.json)")
     d.set_defaults(func=cmd_demo)
 
-    pr = sub.add_parser("profile", help="sweep sizes for every variant of a workload (or 'launch': the ladder)",
+    pr = sub.add_parser("profile", help="sweep sizes for every variant of a workload (or launch / consumer / pdl)",
                         description="Measure every variant of WORKLOAD at each size: launches, planned and traced "
-                                    "bytes, and on a GPU the median time, GB/s and the model. WORKLOAD 'launch' "
-                                    "measures the launch-overhead ladder instead.")
-    pr.add_argument("workload", help="a workload from `kernels-lab list`, or 'launch'")
+                                    "bytes, and on a GPU the median time, GB/s and the model. On a GPU, 'launch' "
+                                    "measures the launch-overhead ladder, 'consumer' the persistent consumer's "
+                                    "latency and throughput, 'pdl' the PDL / graph / grouped variants over G.")
+    pr.add_argument("workload", help="a workload from `kernels-lab list`, or launch, consumer, pdl")
     pr.add_argument("--sizes", help="comma-separated sizes, e.g. 4096,2^20,2^27 (default: 2^12 .. 2^27)")
     pr.add_argument("--ncu", action="store_true", help="also measure DRAM bytes per kernel with Nsight Compute")
     pr.add_argument("--reps", type=int, default=20, help="timed repetitions per variant and size")

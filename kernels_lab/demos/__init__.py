@@ -14,8 +14,8 @@ class Demo:
 
 
 def demos() -> dict[str, Demo]:
-    from . import consumer, elementwise, launch
-    found = [elementwise.DEMO, launch.DEMO, consumer.DEMO]
+    from . import consumer, elementwise, launch, pdl
+    found = [elementwise.DEMO, launch.DEMO, consumer.DEMO, pdl.DEMO]
     return {d.name: d for d in found}
 
 

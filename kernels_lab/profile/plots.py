@@ -213,6 +213,46 @@ def consumer_throughput(records: Sequence[dict[str, Any]], meta: dict[str, Any],
     return _save(fig, path)
 
 
+def pdl_timeline(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path,
+                 size_class: str = "tiny") -> Path:
+    """Gantt chart per variant (kernels as rows, us on x) from the %globaltimer block stamps."""
+    recs = [r for r in records if r.get("kind") == "pdl" and r.get("timeline") and r["size_class"] == size_class]
+    fig, axes = plt.subplots(len(recs), 1, figsize=(10, 1.2 + 1.1 * len(recs)), sharex=True, squeeze=False)
+    for ax, r in zip(axes[:, 0], recs):
+        tl = r["timeline"]
+        for row, span in enumerate(tl):
+            color = "#7f7f7f" if span["kernel"] in ("producer", "consumer") else PATTERN_COLORS["pdl" if "pdl" in r["variant"] else "fused"]
+            ax.barh(row, span["end_us"] - span["start_us"], left=span["start_us"], height=0.7, color=color)
+        ax.set_yticks([0, len(tl) - 1], ["producer", "consumer"], fontsize=7)
+        label = r["variant"] + ("  (WRONG: consumer may start early)" if not r.get("correct_set", True) else "")
+        ax.set_title(f"{label}: end to end {r['e2e_us']:.1f} us", fontsize=9, loc="left")
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("time since the producer started (us, %globaltimer)")
+    fig.suptitle(f"G = {recs[0]['G'] if recs else '?'} {size_class} tensors: one row per kernel", fontsize=10)
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
+def pdl_summary(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """End-to-end time per variant vs G, one panel per size class."""
+    recs = [r for r in records if r.get("kind") == "pdl"]
+    classes = list(dict.fromkeys(r["size_class"] for r in recs))
+    fig, axes = plt.subplots(1, len(classes), figsize=(4.2 * len(classes), 4), squeeze=False)
+    for ax, cls in zip(axes[0], classes):
+        for k, variant in enumerate(dict.fromkeys(r["variant"] for r in recs)):
+            pts = sorted((r["G"], r["e2e_us"]) for r in recs if r["variant"] == variant and r["size_class"] == cls)
+            ax.plot(*zip(*pts), "o-", ms=3, color=plt.cm.tab10(k), label=variant, ls=":" if "wrong" in variant else "-")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("G (kernels in the group)")
+        _style(ax, f"{cls} tensors")
+    axes[0, 0].set_ylabel("end to end, producer to consumer (us)")
+    axes[0, 0].legend(fontsize=7)
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
 def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
     """Every figure a results file supports."""
     out_dir = Path(out_dir)
@@ -228,6 +268,9 @@ def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
         made.append(sweep_bandwidth(variant_recs, meta, out_dir / f"{stem}_bandwidth.png"))
     if any(r.get("kind") == "launch" for r in records):
         made.append(ladder(records, meta, out_dir / f"{stem}_ladder.png"))
+    if any(r.get("kind") == "pdl" for r in records):
+        made.append(pdl_summary(records, meta, out_dir / f"{stem}_e2e.png"))
+        made.append(pdl_timeline(records, meta, out_dir / f"{stem}_timeline.png"))
     if any(r.get("kind") == "consumer" for r in records):
         made.append(consumer_latency_cdf(records, meta, out_dir / f"{stem}_latency.png"))
         made.append(consumer_throughput(records, meta, out_dir / f"{stem}_throughput.png"))

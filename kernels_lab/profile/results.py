@@ -28,6 +28,7 @@ REQUIRED_RECORD = ("workload", "variant", "pattern", "n", "launches", "bytes_mod
 REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry their own fields
     "launch": ("kind", "path", "host_us_per_launch"),
     "consumer": ("kind", "mode", "payload_bytes", "producers", "p50_us", "p99_us", "throughput_rps"),
+    "pdl": ("kind", "variant", "G", "size_class", "e2e_us", "host_us", "gap_us"),
 }
 _PACKAGES = ("kernels-lab", "numba", "numba-cuda", "numpy", "llvmlite", "cuda-core", "cuda-bindings", "matplotlib")
 

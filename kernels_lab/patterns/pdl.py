@@ -1,0 +1,357 @@
+"""Lesson: the launch-side answers. A group of small independent kernels between unknown work.
+
+    producer            stands for unknown earlier work: writes G float32 tensors of different sizes
+    quantize[0..G-1]    one small kernel per tensor: absmax -> scale = absmax / 127 -> int8 values
+    consumer            stands for unknown later work: reads every quantized tensor (a checksum)
+
+How the G launches are paid for, variant by variant:
+    plain        stream-ordered launches, each waits for the previous kernel to finish
+    pdl          Programmatic Dependent Launch: each group kernel may launch while the one
+                 before it still runs, by two switches (after a TransformerEngine design):
+                   pdl_sync    only the FIRST group kernel waits (griddepcontrol.wait): only it
+                               depends on the unknown earlier kernel having flushed its results;
+                   pdl_trigger all but the LAST trigger (griddepcontrol.launch_dependents), so the
+                               next member may start early but no unknown kernel after the group is.
+                 The host-side attribute (programmatic_stream_serialization) is set on every launch;
+                 a kernel with neither switch behaves like a plain one.
+    graph        the plain launches captured once in a CUDA graph and replayed
+    graph_pdl    the PDL launches captured in a graph
+    grouped      one kernel, one block per tensor: fusion, no boundaries at all
+    wrong_trigger  LABELLED WRONG: the last group kernel also triggers and the consumer, launched
+                 with the attribute, does not wait: it may start before the group is done
+                 (the timeline shows it). Excluded from the correct set.
+
+Every block stamps its start and end with %globaltimer into a timeline array, so the launch
+gaps, the PDL overlap and the graph replay can be drawn without Nsight Systems.
+The simulator and GPUs below compute capability 9.0 have no PDL: the pdl variants say so once
+and run as plain launches there.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..intrinsics import globaltimer, grid_dependency_wait, launch_dependents
+from ..runtime import ON_GPU, cuda, device_facts
+
+BLOCK = 256
+PRODUCER, CONSUMER = "producer", "consumer"
+
+
+# -- specification ------------------------------------------------------------------------
+
+def reference_quantize(x: np.ndarray) -> tuple[np.ndarray, float]:
+    x64 = x.astype(np.float64)
+    absmax = float(np.abs(x64).max()) if x.size else 0.0
+    scale = absmax / 127.0 if absmax > 0 else 1.0
+    return np.clip(np.rint(x64 / scale), -127, 127).astype(np.int8), scale
+
+
+def make_sizes(g: int, rng: np.random.Generator, small: int, large: int) -> list[int]:
+    if g < 1:
+        raise ValueError(f"G = {g}: a group needs at least one tensor")
+    return [int(s) for s in rng.integers(small, large + 1, size=g)]
+
+
+# -- kernels ------------------------------------------------------------------------------
+
+@cuda.jit(device=True, inline=True)
+def _stamp_start(stamps, k):
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.min(stamps, (k, 0), globaltimer())
+
+
+@cuda.jit(device=True, inline=True)
+def _stamp_end(stamps, k):
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.max(stamps, (k, 1), globaltimer())
+
+
+@cuda.jit
+def producer_kernel(data, seed, stamps):
+    # Writes every tensor (all G, concatenated): a hash of the index, asymmetric, signed.
+    _stamp_start(stamps, 0)
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < data.size:
+        h = (i * 2654435761 + seed) % 1000003
+        data[i] = np.float32(h) / np.float32(1000003) * np.float32(6.0) - np.float32(2.5)
+        i += stride
+    _stamp_end(stamps, 0)
+
+
+@cuda.jit(device=True, inline=True)
+def quantize_one(data, offsets, t, q, scales, absmax_sh):
+    # One block quantizes tensor t: absmax by a shared-memory tree, then scale and round.
+    tid = cuda.threadIdx.x
+    lo, hi = offsets[t], offsets[t + 1]
+    m = np.float32(0)
+    for i in range(lo + tid, hi, cuda.blockDim.x):
+        m = max(m, abs(data[i]))
+    absmax_sh[tid] = m
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if tid < step:
+            absmax_sh[tid] = max(absmax_sh[tid], absmax_sh[tid + step])
+        cuda.syncthreads()
+        step //= 2
+    absmax = absmax_sh[0]
+    scale = absmax / np.float32(127) if absmax > 0 else np.float32(1)
+    for i in range(lo + tid, hi, cuda.blockDim.x):
+        v = round(data[i] / scale)
+        q[i] = np.int8(max(-127, min(127, v)))
+    if tid == 0:
+        scales[t] = scale
+
+
+def make_quantize_kernel(wait: bool, trigger: bool):
+    """The group member, built with its two PDL switches fixed at compile time."""
+
+    def quantize_kernel(data, offsets, t, q, scales, stamps, k):
+        absmax_sh = cuda.shared.array(BLOCK, dtype=np.float32)
+        _stamp_start(stamps, k)
+        if wait:
+            grid_dependency_wait()  # the unknown earlier kernel's results are visible after this
+        if trigger:
+            launch_dependents()     # the next group member has no data dependency on this one
+        quantize_one(data, offsets, t, q, scales, absmax_sh)
+        _stamp_end(stamps, k)
+
+    name = f"quantize{'_wait' if wait else ''}{'_trigger' if trigger else ''}"
+    quantize_kernel.__name__ = quantize_kernel.__qualname__ = name
+    return cuda.jit(quantize_kernel)
+
+
+QUANTIZE = {(w, t): make_quantize_kernel(w, t) for w in (False, True) for t in (False, True)}
+
+
+@cuda.jit
+def grouped_quantize_kernel(data, offsets, q, scales, stamps, k):
+    # All G tensors in one launch: block t quantizes tensor t.
+    absmax_sh = cuda.shared.array(BLOCK, dtype=np.float32)
+    _stamp_start(stamps, k)
+    quantize_one(data, offsets, cuda.blockIdx.x, q, scales, absmax_sh)
+    _stamp_end(stamps, k)
+
+
+@cuda.jit
+def consumer_kernel(q, offsets, scales, checksums, stamps, k, wait):
+    # Reads every quantized tensor: checksum[t] = sum of dequantized values (one block per tensor).
+    acc_sh = cuda.shared.array(BLOCK, dtype=np.float32)
+    _stamp_start(stamps, k)
+    if wait:
+        grid_dependency_wait()
+    t, tid = cuda.blockIdx.x, cuda.threadIdx.x
+    acc = np.float32(0)
+    for i in range(offsets[t] + tid, offsets[t + 1], cuda.blockDim.x):
+        acc += np.float32(q[i])
+    acc_sh[tid] = acc
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if tid < step:
+            acc_sh[tid] += acc_sh[tid + step]
+        cuda.syncthreads()
+        step //= 2
+    if tid == 0:
+        checksums[t] = acc_sh[0] * scales[t]
+    _stamp_end(stamps, k)
+
+
+# -- the switches -------------------------------------------------------------------------
+
+def pdl_switches(g: int, wrong: bool = False) -> list[tuple[bool, bool]]:
+    """(wait, trigger) for each of the G group kernels, by the rules above."""
+    if g < 1:
+        raise ValueError(f"G = {g}: a group needs at least one tensor")
+    return [(k == 0, wrong or k < g - 1) for k in range(g)]
+
+
+def pdl_available() -> tuple[bool, str]:
+    if not ON_GPU:
+        return False, "the simulator has no Programmatic Dependent Launch"
+    cc = device_facts().compute_capability
+    if tuple(cc) < (9, 0):
+        return False, f"PDL needs compute capability >= 9.0; this device is {cc[0]}.{cc[1]}"
+    return True, ""
+
+
+# -- one run of the pipeline ----------------------------------------------------------------
+
+VARIANTS = ("plain", "pdl", "graph", "graph_pdl", "grouped")
+WRONG = ("wrong_trigger",)
+
+
+@dataclass
+class Group:
+    """Device buffers for one configuration: G tensors of the given sizes."""
+
+    sizes: list[int]
+
+    def __post_init__(self):
+        if not self.sizes:
+            raise ValueError("G = 0: a group needs at least one tensor")
+        if any((not isinstance(s, (int, np.integer))) or s < 1 for s in self.sizes):
+            raise ValueError(f"tensor sizes must be positive integers, got {self.sizes}")
+        self.g = len(self.sizes)
+        self.offsets_host = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        n = int(self.offsets_host[-1])
+        self.data = cuda.device_array(n, np.float32)
+        self.offsets = cuda.to_device(self.offsets_host)
+        self.q = cuda.device_array(n, np.int8)
+        self.scales = cuda.device_array(self.g, np.float32)
+        self.checksums = cuda.device_array(self.g, np.float32)
+        self.stamps = cuda.device_array((self.g + 2, 2), np.int64)
+        self.producer_grid = min(4 * max(1, device_facts().sm_count), -(-n // BLOCK))
+
+    def timeline(self, stamps: np.ndarray, variant: str) -> list[dict[str, Any]]:
+        """The kernels' spans of one run (the grouped variant has one group kernel)."""
+        if variant == "grouped":
+            return spans(stamps[[0, 1, self.g + 1]], [PRODUCER, "grouped", CONSUMER])
+        return spans(stamps, [PRODUCER, *[f"quantize[{t}]" for t in range(self.g)], CONSUMER])
+
+    def reset(self, seed: int) -> None:
+        stamps = np.zeros((self.g + 2, 2), np.int64)
+        stamps[:, 0] = np.iinfo(np.int64).max
+        self.stamps.copy_to_device(stamps)
+        self.q.copy_to_device(np.full(self.q.shape, -128, np.int8))  # poison: never a quantized value
+        self.seed = np.int64(seed)
+
+
+def quantize(tensors: Sequence[Any], outputs: Sequence[Any] | None = None) -> list[tuple[np.ndarray, float]]:
+    """Quantize a list of float32 vectors with the grouped kernel: [(int8 values, scale), ...].
+
+    `outputs`, if given, are int8 host arrays to fill, one per tensor, of matching sizes.
+    """
+    if len(tensors) == 0:
+        raise ValueError("G = 0: an empty tensor list")
+    host = []
+    for k, t in enumerate(tensors):
+        a = t.copy_to_host() if hasattr(t, "copy_to_host") else np.asarray(t)
+        if a.dtype != np.float32:
+            raise ValueError(f"tensor {k}: dtype {a.dtype}; float32 is required")
+        if a.ndim != 1 or a.size == 0:
+            raise ValueError(f"tensor {k}: shape {a.shape}; a non-empty 1-D vector is required")
+        host.append(a)
+    if outputs is not None:
+        if len(outputs) != len(host):
+            raise ValueError(f"mismatched lists: {len(host)} tensors but {len(outputs)} outputs")
+        for k, (o, a) in enumerate(zip(outputs, host)):
+            if np.asarray(o).dtype != np.int8 or np.asarray(o).shape != a.shape:
+                raise ValueError(f"output {k}: needs int8 of shape {a.shape}, got {np.asarray(o).dtype} {np.shape(o)}")
+    group = Group([a.size for a in host])
+    group.reset(0)
+    group.data.copy_to_device(np.concatenate(host))
+    grouped_quantize_kernel[group.g, BLOCK](group.data, group.offsets, group.q, group.scales, group.stamps, 1)
+    q, scales = group.q.copy_to_host(), group.scales.copy_to_host()
+    result = []
+    for k in range(group.g):
+        lo, hi = group.offsets_host[k], group.offsets_host[k + 1]
+        if outputs is not None:
+            outputs[k][...] = q[lo:hi]
+        result.append((q[lo:hi].copy(), float(scales[k])))
+    return result
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in VARIANTS + WRONG:
+        raise KeyError(f"unknown PDL variant {variant!r}; known: {', '.join(VARIANTS + WRONG)}")
+
+
+class GroupLauncher:
+    """Enqueues producer -> group -> consumer for one variant; call it to run once.
+
+    On a GPU every launch except the producer's is pre-bound through cuda.core (arguments
+    flattened once), so plain, PDL and graph variants differ only in what they are named for.
+    """
+
+    def __init__(self, group: Group, variant: str, stream=0):
+        _check_variant(variant)
+        self.group, self.variant, self.stream = group, variant, stream
+        pdl = variant in ("pdl", "graph_pdl", "wrong_trigger")
+        if pdl and not pdl_available()[0]:
+            warnings.warn(f"{variant}: {pdl_available()[1]}; running plain launches instead", stacklevel=2)
+            pdl = False
+        self.uses_pdl = pdl
+        g = group
+        self.switches = pdl_switches(g.g, wrong=variant == "wrong_trigger") if pdl else [(False, False)] * g.g
+        if variant == "grouped":
+            self.members = [self._bind(grouped_quantize_kernel, g.g,
+                                       (g.data, g.offsets, g.q, g.scales, g.stamps, 1), attribute=False)]
+        else:
+            self.members = [self._bind(QUANTIZE[sw], 1, (g.data, g.offsets, t, g.q, g.scales, g.stamps, t + 1),
+                                       attribute=pdl) for t, sw in enumerate(self.switches)]
+        # The consumer always has the attribute under PDL, and never waits: what protects it is
+        # that the last group kernel does not trigger.
+        self.consumer = self._bind(consumer_kernel, g.g, (g.q, g.offsets, g.scales, g.checksums, g.stamps,
+                                                          g.g + 1, 0), attribute=pdl)
+        self._graph = None
+        if variant.startswith("graph") and ON_GPU:
+            from ..launch import CapturedGraph
+            self._graph = CapturedGraph(lambda builder: [m(builder) for m in self.members])
+
+    def _bind(self, kernel, grid: int, args: tuple, attribute: bool):
+        if ON_GPU:
+            from ..launch import PreboundLaunch
+            extra = {"programmatic_stream_serialization": True} if attribute else {}
+            return PreboundLaunch(kernel, grid, BLOCK, args, self.stream, **extra)
+        configured = kernel[grid, BLOCK]
+        return lambda stream=None: configured(*args)
+
+    def __call__(self) -> None:
+        g, s = self.group, self.stream
+        producer_kernel[g.producer_grid, BLOCK, s](g.data, g.seed, g.stamps)
+        if self._graph is not None:
+            self._graph(s)
+        else:
+            for member in self.members:
+                member()
+        self.consumer()
+
+
+def run_once(group: Group, variant: str, seed: int = 1) -> dict[str, Any]:
+    """Run the pipeline once; return the host copies of q, scales, checksums and stamps."""
+    group.reset(seed)
+    GroupLauncher(group, variant)()
+    cuda.synchronize()
+    return {"q": group.q.copy_to_host(), "scales": group.scales.copy_to_host(),
+            "checksums": group.checksums.copy_to_host(), "stamps": group.stamps.copy_to_host(),
+            "data": group.data.copy_to_host()}
+
+
+def check(group: Group, out: dict[str, Any]) -> str | None:
+    """None when q, scales and checksums match the float64 reference of what the producer wrote."""
+    data = out["data"]
+    for t in range(group.g):
+        lo, hi = group.offsets_host[t], group.offsets_host[t + 1]
+        want_q, want_scale = reference_quantize(data[lo:hi])
+        got_q = out["q"][lo:hi]
+        # float32 division may round a value sitting on .5 the other way: allow one step there
+        off = np.abs(got_q.astype(np.int16) - want_q.astype(np.int16))
+        if off.max(initial=0) > 1 or (off > 0).mean() > 1e-3:
+            i = int(np.argmax(off))
+            return f"tensor {t}: q[{i}] = {got_q[i]}, expected {want_q[i]}"
+        if not np.isclose(out["scales"][t], want_scale, rtol=1e-6):
+            return f"tensor {t}: scale {out['scales'][t]}, expected {want_scale}"
+        want_sum = float(got_q.astype(np.float64).sum() * out["scales"][t])
+        if not np.isclose(out["checksums"][t], want_sum, rtol=1e-4, atol=1e-3 * max(1.0, want_scale)):
+            return f"tensor {t}: consumer checksum {out['checksums'][t]}, expected {want_sum} (read too early?)"
+    return None
+
+
+def spans(stamps: np.ndarray, names: Sequence[str]) -> list[dict[str, Any]]:
+    """Block stamps -> one span per kernel, in us from the earliest start."""
+    rows = [(n, int(s), int(e)) for n, (s, e) in zip(names, stamps)]
+    t0 = min(s for _, s, _ in rows)
+    out = []
+    for name, s, e in rows:
+        if e < s:
+            raise ValueError(f"kernel {name}: end stamp before start stamp (was it run?)")
+        out.append({"kernel": name, "start_us": (s - t0) / 1e3, "end_us": (e - t0) / 1e3})
+    return out

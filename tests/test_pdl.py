@@ -1,0 +1,99 @@
+import warnings
+
+import numpy as np
+import pytest
+
+from kernels_lab.patterns import pdl
+from kernels_lab.runtime import ON_GPU
+
+
+@pytest.mark.parametrize("g", [1, 2, 5])
+def test_all_correct_variants_agree_with_the_reference(g, rng):
+    group = pdl.Group(pdl.make_sizes(g, rng, 1, 300))
+    outs = {}
+    for variant in pdl.VARIANTS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the simulator's PDL fallback warns
+            outs[variant] = pdl.run_once(group, variant, seed=int(rng.integers(1 << 20)))
+        assert pdl.check(group, outs[variant]) is None, variant
+    # identical results across variants for the same input
+    same = {v: pdl.run_once(group, v, seed=7) for v in ("plain", "grouped")}
+    np.testing.assert_array_equal(same["plain"]["q"], same["grouped"]["q"])
+    np.testing.assert_array_equal(same["plain"]["scales"], same["grouped"]["scales"])
+
+
+@pytest.mark.parametrize("g,expected", [
+    (1, [(True, False)]),
+    (2, [(True, True), (False, False)]),
+    (5, [(True, True)] + [(False, True)] * 3 + [(False, False)]),
+])
+def test_only_the_first_waits_and_all_but_the_last_trigger(g, expected):
+    assert pdl.pdl_switches(g) == expected
+    wrong = pdl.pdl_switches(g, wrong=True)
+    assert wrong[-1] == (g == 1, True)  # the wrong configuration also triggers from the last kernel
+
+
+def test_launcher_builds_each_member_with_its_switches():
+    group = pdl.Group([3, 4, 5])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        launcher = pdl.GroupLauncher(group, "pdl")
+    if ON_GPU:
+        assert launcher.uses_pdl and launcher.switches == pdl.pdl_switches(3)
+        assert [m.name for m in launcher.members] == ["quantize_wait_trigger", "quantize_trigger", "quantize"]
+    else:  # the simulator says so once and runs plain launches: never a crash
+        assert not launcher.uses_pdl and "no Programmatic Dependent Launch" in str(caught[0].message)
+        assert launcher.switches == [(False, False)] * 3
+
+
+def test_timeline_spans_are_well_formed(rng):
+    group = pdl.Group([50, 60])
+    out = pdl.run_once(group, "plain")
+    spans = group.timeline(out["stamps"], "plain")
+    assert [s["kernel"] for s in spans] == ["producer", "quantize[0]", "quantize[1]", "consumer"]
+    assert spans[0]["start_us"] == 0 and all(s["end_us"] >= s["start_us"] >= 0 for s in spans)
+    starts = [s["start_us"] for s in spans]
+    assert starts == sorted(starts)  # plain launches run in stream order
+    with pytest.raises(ValueError, match="end stamp before start"):
+        pdl.spans(np.array([[5, 1]]), ["k"])
+
+
+def test_bad_input_is_a_clear_error(rng):
+    with pytest.raises(ValueError, match="G = 0"):
+        pdl.Group([])
+    with pytest.raises(ValueError, match="G = 0"):
+        pdl.pdl_switches(0)
+    with pytest.raises(ValueError, match="G = 0"):
+        pdl.quantize([])
+    with pytest.raises(ValueError, match="tensor 1: dtype float64"):
+        pdl.quantize([np.ones(3, np.float32), np.ones(3)])
+    with pytest.raises(ValueError, match="mismatched lists: 2 tensors but 1 outputs"):
+        pdl.quantize([np.ones(3, np.float32)] * 2, outputs=[np.zeros(3, np.int8)])
+    with pytest.raises(KeyError, match="unknown PDL variant"):
+        pdl.GroupLauncher(pdl.Group([3]), "fast")
+    x = rng.standard_normal(33).astype(np.float32)
+    (q, scale), = pdl.quantize([x])
+    want_q, want_scale = pdl.reference_quantize(x)
+    assert scale == pytest.approx(want_scale) and np.abs(q.astype(int) - want_q).max() <= 1
+
+
+@pytest.mark.gpu
+def test_pdl_kernels_carry_the_instructions_and_the_attribute():
+    from numba import types
+    arr_f, arr_i8 = types.Array(types.float32, 1, "C"), types.Array(types.int8, 1, "C")
+    sig = (arr_f, types.Array(types.int64, 1, "C"), types.int64, arr_i8, arr_f,
+           types.Array(types.int64, 2, "C"), types.int64)
+    ptx = pdl.QUANTIZE[(True, True)].inspect_asm(sig)
+    assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx
+    plain = pdl.QUANTIZE[(False, False)].inspect_asm(sig)
+    assert "griddepcontrol" not in plain
+    launcher = pdl.GroupLauncher(pdl.Group([100, 200, 300]), "pdl")
+    assert all(getattr(m.config, "programmatic_stream_serialization", True) for m in launcher.members)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", pdl.VARIANTS)
+def test_variants_are_correct_on_the_gpu_with_a_large_tensor_first(variant):
+    group = pdl.Group([1 << 20, 300, 5000, 17, 1 << 16])  # the first member runs longest
+    for seed in (1, 2, 3):
+        assert pdl.check(group, pdl.run_once(group, variant, seed=seed)) is None
