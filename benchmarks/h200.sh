@@ -13,7 +13,7 @@ for step in "$@"; do
       $py -m pip list 2>/dev/null | grep -iE "^(numba|numpy|llvmlite|cuda-|matplotlib|nbclient|ipykernel)" | tee -a "$OUT/env.txt"
       $py -m kernels_lab.cli doctor | tee -a "$OUT/env.txt" ;;
     tests)
-      $py -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -25 | tee "$OUT/gpu-tests.txt" ;;
+      $py -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::numba.core.errors.NumbaPerformanceWarning tests > "$OUT/gpu-tests.txt" 2>&1; tail -15 "$OUT/gpu-tests.txt" ;;
     demo)
       $py -m kernels_lab.cli demo elementwise --json "$OUT/elementwise.json" --out "$OUT/elementwise.png" ;;
     ncu)

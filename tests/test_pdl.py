@@ -23,14 +23,14 @@ def test_all_correct_variants_agree_with_the_reference(g, rng):
 
 
 @pytest.mark.parametrize("g,expected", [
-    (1, [(True, False)]),
-    (2, [(True, True), (False, False)]),
-    (5, [(True, True)] + [(False, True)] * 3 + [(False, False)]),
+    (1, [(True, False, False)]),
+    (2, [(True, True, False), (False, False, True)]),
+    (5, [(True, True, False)] + [(False, True, True)] * 3 + [(False, False, True)]),
 ])
-def test_only_the_first_waits_and_all_but_the_last_trigger(g, expected):
+def test_only_the_first_waits_all_but_the_last_trigger_later_ones_finish_in_order(g, expected):
     assert pdl.pdl_switches(g) == expected
-    wrong = pdl.pdl_switches(g, wrong=True)
-    assert wrong[-1] == (g == 1, True)  # the wrong configuration also triggers from the last kernel
+    assert pdl.pdl_switches(g, "trigger")[-1][1] is True  # wrong: the last kernel triggers too
+    assert not any(order for _, _, order in pdl.pdl_switches(g, "unordered"))
 
 
 def test_launcher_builds_each_member_with_its_switches():
@@ -40,10 +40,11 @@ def test_launcher_builds_each_member_with_its_switches():
         launcher = pdl.GroupLauncher(group, "pdl")
     if ON_GPU:
         assert launcher.uses_pdl and launcher.switches == pdl.pdl_switches(3)
-        assert [m.name for m in launcher.members] == ["quantize_wait_trigger", "quantize_trigger", "quantize"]
+        assert [m.name for m in launcher.members] == ["quantize_wait_trigger", "quantize_trigger_ordered",
+                                                      "quantize_ordered"]
     else:  # the simulator says so once and runs plain launches: never a crash
         assert not launcher.uses_pdl and "no Programmatic Dependent Launch" in str(caught[0].message)
-        assert launcher.switches == [(False, False)] * 3
+        assert launcher.switches == [(False, False, False)] * 3
 
 
 def test_timeline_spans_are_well_formed(rng):
@@ -83,12 +84,19 @@ def test_pdl_kernels_carry_the_instructions_and_the_attribute():
     arr_f, arr_i8 = types.Array(types.float32, 1, "C"), types.Array(types.int8, 1, "C")
     sig = (arr_f, types.Array(types.int64, 1, "C"), types.int64, arr_i8, arr_f,
            types.Array(types.int64, 2, "C"), types.int64)
-    ptx = pdl.QUANTIZE[(True, True)].inspect_asm(sig)
-    assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx
-    plain = pdl.QUANTIZE[(False, False)].inspect_asm(sig)
-    assert "griddepcontrol" not in plain
+    from kernels_lab.runtime import cuda
+    for switches in [(True, True, False), (False, False, False)]:
+        kernel = pdl.QUANTIZE[switches]
+        kernel.compile(sig)
+        ptx = kernel.inspect_asm(sig)
+        assert ("griddepcontrol.wait" in ptx) is switches[0]
+        assert ("griddepcontrol.launch_dependents" in ptx) is switches[1]
     launcher = pdl.GroupLauncher(pdl.Group([100, 200, 300]), "pdl")
-    assert all(getattr(m.config, "programmatic_stream_serialization", True) for m in launcher.members)
+    launcher()
+    cuda.synchronize()
+    configs = [m.config for m in launcher.members]
+    print("LaunchConfig:", configs[0])
+    assert all(getattr(c, "programmatic_stream_serialization", None) is True for c in configs)
 
 
 @pytest.mark.gpu

@@ -7,19 +7,26 @@
 How the G launches are paid for, variant by variant:
     plain        stream-ordered launches, each waits for the previous kernel to finish
     pdl          Programmatic Dependent Launch: each group kernel may launch while the one
-                 before it still runs, by two switches (after a TransformerEngine design):
-                   pdl_sync    only the FIRST group kernel waits (griddepcontrol.wait): only it
-                               depends on the unknown earlier kernel having flushed its results;
+                 before it still runs, by switches (after a TransformerEngine design):
+                   pdl_sync    only the FIRST group kernel waits (griddepcontrol.wait) before it
+                               reads: only it depends on the unknown earlier kernel's results;
                    pdl_trigger all but the LAST trigger (griddepcontrol.launch_dependents), so the
-                               next member may start early but no unknown kernel after the group is.
+                               next member may start early but no unknown kernel after the group is;
+                   pdl_order   every member after the first waits once more at its END: measured
+                               on the H200, without it the kernel after the group started as soon
+                               as the LAST member finished, while a longer earlier member was still
+                               writing (PDL orders launches, not completions). The wait at the end
+                               keeps completions in stream order and the bodies still overlap.
                  The host-side attribute (programmatic_stream_serialization) is set on every launch;
-                 a kernel with neither switch behaves like a plain one.
+                 a kernel with no switch behaves like a plain one towards its predecessor.
     graph        the plain launches captured once in a CUDA graph and replayed
     graph_pdl    the PDL launches captured in a graph
     grouped      one kernel, one block per tensor: fusion, no boundaries at all
     wrong_trigger  LABELLED WRONG: the last group kernel also triggers and the consumer, launched
                  with the attribute, does not wait: it may start before the group is done
                  (the timeline shows it). Excluded from the correct set.
+    wrong_unordered LABELLED WRONG: the two TransformerEngine switches without pdl_order: right
+                 when the last member is the longest, wrong when an earlier one outlasts it.
 
 Every block stamps its start and end with %globaltimer into a timeline array, so the launch
 gaps, the PDL overlap and the graph replay can be drawn without Nsight Systems.
@@ -110,8 +117,8 @@ def quantize_one(data, offsets, t, q, scales, absmax_sh):
         scales[t] = scale
 
 
-def make_quantize_kernel(wait: bool, trigger: bool):
-    """The group member, built with its two PDL switches fixed at compile time."""
+def make_quantize_kernel(wait: bool, trigger: bool, order: bool):
+    """The group member, built with its three PDL switches fixed at compile time."""
 
     def quantize_kernel(data, offsets, t, q, scales, stamps, k):
         absmax_sh = cuda.shared.array(BLOCK, dtype=np.float32)
@@ -121,14 +128,17 @@ def make_quantize_kernel(wait: bool, trigger: bool):
         if trigger:
             launch_dependents()     # the next group member has no data dependency on this one
         quantize_one(data, offsets, t, q, scales, absmax_sh)
+        if order:
+            grid_dependency_wait()  # finish after the member before: completions stay in order
         _stamp_end(stamps, k)
 
-    name = f"quantize{'_wait' if wait else ''}{'_trigger' if trigger else ''}"
+    name = f"quantize{'_wait' if wait else ''}{'_trigger' if trigger else ''}{'_ordered' if order else ''}"
     quantize_kernel.__name__ = quantize_kernel.__qualname__ = name
     return cuda.jit(quantize_kernel)
 
 
-QUANTIZE = {(w, t): make_quantize_kernel(w, t) for w in (False, True) for t in (False, True)}
+QUANTIZE = {(w, t, o): make_quantize_kernel(w, t, o) for w in (False, True) for t in (False, True)
+            for o in (False, True)}
 
 
 @cuda.jit
@@ -166,11 +176,14 @@ def consumer_kernel(q, offsets, scales, checksums, stamps, k, wait):
 
 # -- the switches -------------------------------------------------------------------------
 
-def pdl_switches(g: int, wrong: bool = False) -> list[tuple[bool, bool]]:
-    """(wait, trigger) for each of the G group kernels, by the rules above."""
+def pdl_switches(g: int, wrong: str | None = None) -> list[tuple[bool, bool, bool]]:
+    """(wait, trigger, order) for each of the G group kernels, by the rules above.
+
+    wrong="trigger": the last kernel triggers too; wrong="unordered": no pdl_order.
+    """
     if g < 1:
         raise ValueError(f"G = {g}: a group needs at least one tensor")
-    return [(k == 0, wrong or k < g - 1) for k in range(g)]
+    return [(k == 0, wrong == "trigger" or k < g - 1, wrong != "unordered" and k > 0) for k in range(g)]
 
 
 def pdl_available() -> tuple[bool, str]:
@@ -185,7 +198,7 @@ def pdl_available() -> tuple[bool, str]:
 # -- one run of the pipeline ----------------------------------------------------------------
 
 VARIANTS = ("plain", "pdl", "graph", "graph_pdl", "grouped")
-WRONG = ("wrong_trigger",)
+WRONG = ("wrong_trigger", "wrong_unordered")
 
 
 @dataclass
@@ -274,13 +287,14 @@ class GroupLauncher:
     def __init__(self, group: Group, variant: str, stream=0):
         _check_variant(variant)
         self.group, self.variant, self.stream = group, variant, stream
-        pdl = variant in ("pdl", "graph_pdl", "wrong_trigger")
+        pdl = variant in ("pdl", "graph_pdl") + WRONG
         if pdl and not pdl_available()[0]:
             warnings.warn(f"{variant}: {pdl_available()[1]}; running plain launches instead", stacklevel=2)
             pdl = False
         self.uses_pdl = pdl
         g = group
-        self.switches = pdl_switches(g.g, wrong=variant == "wrong_trigger") if pdl else [(False, False)] * g.g
+        wrong = variant.removeprefix("wrong_") if variant in WRONG else None
+        self.switches = pdl_switches(g.g, wrong) if pdl else [(False, False, False)] * g.g
         if variant == "grouped":
             self.members = [self._bind(grouped_quantize_kernel, g.g,
                                        (g.data, g.offsets, g.q, g.scales, g.stamps, 1), attribute=False)]

@@ -11,6 +11,7 @@ Throughput: 1, 2, 4 producer threads for a fixed time, answers per second.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -44,12 +45,16 @@ def _latency(call: Callable[[np.ndarray], float], payloads: list[np.ndarray], wa
 def _throughput(call: Callable[[np.ndarray], Any], payload: np.ndarray, producers: int, seconds: float,
                 answers_per_call: int) -> float:
     counts = [0] * producers
+    errors: list[BaseException] = []
     stop = time.perf_counter() + seconds
 
     def worker(k: int) -> None:
-        while time.perf_counter() < stop:
-            call(payload)
-            counts[k] += answers_per_call
+        try:
+            while time.perf_counter() < stop and not errors:
+                call(payload)
+                counts[k] += answers_per_call
+        except BaseException as e:  # noqa: BLE001  (re-raised in the caller's thread below)
+            errors.append(e)
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(producers)]
     t0 = time.perf_counter()
@@ -57,6 +62,8 @@ def _throughput(call: Callable[[np.ndarray], Any], payload: np.ndarray, producer
         t.start()
     for t in threads:
         t.join()
+    if errors:
+        raise errors[0]
     return sum(counts) / (time.perf_counter() - t0)
 
 
@@ -70,6 +77,7 @@ def measure_consumer(payload_floats=(256, 1024, 4096), producers=(1, 2, 4), requ
         w = rng.standard_normal(size).astype(np.float32)
         payloads = [rng.standard_normal(size).astype(np.float32) for _ in range(requests)]
         for mode in ("ideal", "persistent", "launch", "batch8"):
+            print(f"consumer benchmark: {mode}, payload {4 * size} B", file=sys.stderr, flush=True)
             if mode in ("ideal", "persistent"):
                 server = PersistentConsumer(w, slots=64, blocks=blocks, echo=(mode == "ideal")).start()
 
