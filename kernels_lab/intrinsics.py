@@ -5,7 +5,9 @@
   globaltimer()           the GPU's nanosecond clock (%globaltimer); host clock on the simulator
   grid_dependency_wait()  PDL: wait until the previous kernel in the stream has flushed (griddepcontrol.wait)
   launch_dependents()     PDL: let the next kernel in the stream launch now (griddepcontrol.launch_dependents)
-  load_cg(a, i)           a[i] through L2 only (ld.global.cg): never a stale L1 line of memory the host rewrites
+  load_acquire_sys(a, i)  int32 a[i] with ld.acquire.sys: a poll the compiler cannot hoist and the caches
+                          cannot answer from a stale line; later loads are ordered after it
+  load_relaxed_sys(a, i)  float32 a[i] with ld.relaxed.sys: coherent with the host's writes (payloads)
 
 Why 16-byte accesses: a memory-bound kernel is limited by the bytes it keeps in flight.
 With 4-byte loads a full H200 SM holds 2048 threads x 4 B per array; Little's law wants
@@ -33,7 +35,10 @@ if ON_SIMULATOR:
     def launch_dependents():
         pass
 
-    def load_cg(a, i):
+    def load_acquire_sys(a, i):
+        return a[i]
+
+    def load_relaxed_sys(a, i):
         return a[i]
 
     def load4(a, v):
@@ -49,9 +54,6 @@ if ON_SIMULATOR:
 
 else:
     from llvmlite import ir
-    from numba import cuda as _cuda
-
-    load_cg = _cuda.ldcg
     from numba import types
     from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
@@ -121,3 +123,24 @@ else:
             _inline_asm(builder, ir.VoidType(), "griddepcontrol.launch_dependents;", "~{memory}")
             return context.get_dummy_value()
         return types.void(), codegen
+
+    def _element_pointer(context, builder, arrty, arr, i):
+        data = cgutils.create_struct_proxy(arrty)(context, builder, value=arr).data
+        return builder.gep(data, [i])
+
+    def _scalar_load(op: str, nbtype, llty, constraint: str):
+        @intrinsic
+        def load(typingctx, a, i):
+            if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == nbtype):
+                raise TypeError(f"{op} needs a 1-D {nbtype} array, got {a}")
+            if not isinstance(i, types.Integer):
+                raise TypeError(f"{op} needs an integer index, got {i}")
+
+            def codegen(context, builder, signature, args):
+                ptr = _element_pointer(context, builder, signature.args[0], *args)
+                return _inline_asm(builder, llty, f"{op} $0, [$1];", f"={constraint},l,~{{memory}}", (ptr,))
+            return nbtype(a, i), codegen
+        return load
+
+    load_acquire_sys = _scalar_load("ld.acquire.sys.global.s32", types.int32, ir.IntType(32), "r")
+    load_relaxed_sys = _scalar_load("ld.relaxed.sys.global.f32", types.float32, ir.FloatType(), "f")

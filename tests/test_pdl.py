@@ -91,7 +91,9 @@ def test_pdl_kernels_carry_the_instructions_and_the_attribute():
         ptx = kernel.inspect_asm(sig)
         assert ("griddepcontrol.wait" in ptx) is switches[0]
         assert ("griddepcontrol.launch_dependents" in ptx) is switches[1]
-    launcher = pdl.GroupLauncher(pdl.Group([100, 200, 300]), "pdl")
+    group = pdl.Group([100, 200, 300])
+    group.reset(0)
+    launcher = pdl.GroupLauncher(group, "pdl")
     launcher()
     cuda.synchronize()
     configs = [m.config for m in launcher.members]

@@ -21,7 +21,10 @@ only after its previous ticket was collected, so every request is answered exact
 
 The dangers this code guards against:
   - a plain flag read in a loop is hoisted by the compiler: the loop never sees the host's
-    write. Here every poll is preceded by cuda.threadfence_system() (seen to work on an H200).
+    write. A plain load with cuda.threadfence_system() in the loop is not hoisted, but on the
+    H200 a consumer started after an earlier one had been stopped never saw the host's
+    writes with it (a stale cached line is the likely cause). Here every poll is an
+    ld.acquire.sys (inline PTX, intrinsics.py) and every payload read an ld.relaxed.sys.
   - an unbounded spin wedges the GPU: every wait here is bounded by an idle budget in
     nanoseconds (%globaltimer); when it runs out the kernel exits with EXIT_IDLE_BUDGET.
   - a grid that is not co-resident never serves the tickets of blocks that never start: the
@@ -42,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from ..intrinsics import globaltimer, load_cg
+from ..intrinsics import globaltimer, load_acquire_sys, load_relaxed_sys
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
 
 # Host-side handles, bound at import: while a simulated kernel of this module runs (and the
@@ -65,7 +68,7 @@ def block_dot(payload, base, weights, partial):
     tid = cuda.threadIdx.x
     acc = np.float32(0)
     for i in range(tid, weights.size, cuda.blockDim.x):
-        acc += load_cg(payload, base + i) * weights[i]
+        acc += load_relaxed_sys(payload, base + i) * weights[i]  # the host rewrites payloads
     partial[tid] = acc
     cuda.syncthreads()
     step = cuda.blockDim.x // 2
@@ -94,10 +97,11 @@ def consumer_kernel(seq, done, payload, result, ctrl, status, weights, idle_ns):
             cmd = 0
             start = globaltimer()
             while cmd == 0:  # bounded: ends on work, on stop, or when the idle budget is spent
-                cuda.threadfence_system()  # keeps the loads below inside the loop (not hoisted)
-                if seq[slot] == ticket + 1:
+                # ld.acquire.sys: re-read every time (never hoisted, never a stale cached line),
+                # and the payload reads after it are ordered after it.
+                if load_acquire_sys(seq, slot) == ticket + 1:
                     cmd = _WORK
-                elif ctrl[0] != 0 or ctrl[2] != 0:
+                elif load_acquire_sys(ctrl, 0) != 0 or load_acquire_sys(ctrl, 2) != 0:
                     cmd = _STOP  # checked after the queue, so work already published drains first
                 elif globaltimer() - start > idle_ns:
                     cmd = _IDLE
