@@ -29,6 +29,10 @@ The dangers this code guards against:
     nanoseconds (%globaltimer); when it runs out the kernel exits with EXIT_IDLE_BUDGET.
   - a grid that is not co-resident never serves the tickets of blocks that never start: the
     block count is checked against what the device can hold at once.
+  - freeing device or pinned memory (cudaFree, cudaFreeHost) waits for the GPU to go idle,
+    which a resident kernel never does: on the H200 a garbage-collected buffer stalled the
+    host for the whole idle budget. The consumer holds numba's deferred cleanup
+    (cuda.defer_cleanup) from start to stop, so no free runs while it lives.
 
 On the simulator: a kernel launch blocks its caller, so the consumer runs on a Python
 thread; mapped arrays are shared by reference; one block; timings are meaningless.
@@ -50,8 +54,8 @@ from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
 
 # Host-side handles, bound at import: while a simulated kernel of this module runs (and the
 # consumer's always does), the simulator swaps this module's global `cuda` for its in-kernel API.
-_mapped_array, _to_device, _stream, _event, _synchronize = (
-    cuda.mapped_array, cuda.to_device, cuda.stream, cuda.event, cuda.synchronize)
+_mapped_array, _to_device, _stream, _event, _synchronize, _defer_cleanup = (
+    cuda.mapped_array, cuda.to_device, cuda.stream, cuda.event, cuda.synchronize, cuda.defer_cleanup)
 
 BLOCK = 256
 EXIT_RUNNING, EXIT_STOPPED, EXIT_IDLE_BUDGET = 0, 2, 3
@@ -210,6 +214,8 @@ class PersistentConsumer:
     def start(self) -> "PersistentConsumer":
         if self._state != "new":
             raise ConsumerError(f"consumer is {self._state}: start it once")
+        self._no_frees = _defer_cleanup()
+        self._no_frees.__enter__()
         d = self._d
         args = (d["seq"], d["done"], d["payload"], d["result"], d["ctrl"], d["status"], self._weights,
                 np.int64(self._idle_ns))
@@ -261,6 +267,7 @@ class PersistentConsumer:
             time.sleep(1e-4)
         if ON_GPU:
             _synchronize()
+        self._no_frees.__exit__(None, None, None)  # the kernel is gone: frees may run again
         with self._lock:
             self._state = "stopped"
             self._abandoned = set(self._unanswered_locked())
