@@ -221,7 +221,8 @@ def pdl_timeline(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
     for ax, r in zip(axes[:, 0], recs):
         tl = r["timeline"]
         for row, span in enumerate(tl):
-            color = "#7f7f7f" if span["kernel"] in ("producer", "consumer") else PATTERN_COLORS["pdl" if "pdl" in r["variant"] else "fused"]
+            uses_pdl = "pdl" in r["variant"] or r["variant"].startswith("wrong")
+            color = "#7f7f7f" if span["kernel"] in ("producer", "consumer") else PATTERN_COLORS["pdl" if uses_pdl else "fused"]
             ax.barh(row, span["end_us"] - span["start_us"], left=span["start_us"], height=0.7, color=color)
         ax.set_yticks([0, len(tl) - 1], ["producer", "consumer"], fontsize=7)
         label = r["variant"] + ("  (WRONG: consumer may start early)" if not r.get("correct_set", True) else "")
@@ -242,7 +243,7 @@ def pdl_summary(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: s
     for ax, cls in zip(axes[0], classes):
         for k, variant in enumerate(dict.fromkeys(r["variant"] for r in recs)):
             pts = sorted((r["G"], r["e2e_us"]) for r in recs if r["variant"] == variant and r["size_class"] == cls)
-            ax.plot(*zip(*pts), "o-", ms=3, color=plt.cm.tab10(k), label=variant, ls=":" if "wrong" in variant else "-")
+            ax.plot(*zip(*pts), marker="o", ms=3, color=plt.cm.tab10(k), label=variant, ls=":" if "wrong" in variant else "-")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("G (kernels in the group)")
@@ -270,7 +271,8 @@ def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
         made.append(ladder(records, meta, out_dir / f"{stem}_ladder.png"))
     if any(r.get("kind") == "pdl" for r in records):
         made.append(pdl_summary(records, meta, out_dir / f"{stem}_e2e.png"))
-        made.append(pdl_timeline(records, meta, out_dir / f"{stem}_timeline.png"))
+        for cls in dict.fromkeys(r["size_class"] for r in records if r.get("kind") == "pdl" and r.get("timeline")):
+            made.append(pdl_timeline(records, meta, out_dir / f"{stem}_timeline_{cls}.png", cls))
     if any(r.get("kind") == "consumer" for r in records):
         made.append(consumer_latency_cdf(records, meta, out_dir / f"{stem}_latency.png"))
         made.append(consumer_throughput(records, meta, out_dir / f"{stem}_throughput.png"))
