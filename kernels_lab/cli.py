@@ -5,6 +5,7 @@
   kernels-lab demo --list               the demos there are
   kernels-lab profile elementwise ...   sweep sizes, write a results JSON
   kernels-lab plot RESULTS.json         draw the figures of a results file
+  kernels-lab grade EXERCISE FILES...   grade student submissions (kernels-lab grade --list)
   kernels-lab doctor                    what this machine can run, and what to fix
 
 Runs on a GPU when one is visible, else on numba's CUDA simulator (small sizes, no
@@ -151,6 +152,38 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grade(args: argparse.Namespace) -> int:
+    from .grading import report
+    from .grading.exercises import EXERCISES, get_exercise
+    if args.list or not args.exercise:
+        for e in EXERCISES.values():
+            print(f"{e.name:<17} lesson {e.lesson}  {e.title} ({e.max_score:g} points)\n{'':<17} {e.signature}")
+        return 0
+    try:
+        from .grading.batch import collect, grade_many, write_gradebook
+        ex = get_exercise(args.exercise)
+        paths = collect(args.submissions)
+        if not paths:
+            raise ValueError("no submissions given (files, or folders of .py / .ipynb)")
+        grades = grade_many(ex, paths, workers=args.workers, timeout_s=args.timeout,
+                            memory_bytes=int(args.memory_gb * 2**30))
+    except Exception as e:  # noqa: BLE001  (results.json must exist even when the grader fails)
+        if args.gradescope:
+            report.write_json(args.gradescope, report.crashed_gradescope(str(e)))
+        raise
+    for g in grades:
+        print(report.text(g))
+    if args.gradescope:
+        if len(grades) != 1:
+            raise ValueError("--gradescope writes one results.json: give one submission")
+        report.write_json(args.gradescope, report.gradescope(grades[0]))
+    if args.json:
+        report.write_json(args.json, {"grades": [g.to_dict() for g in grades]})
+    if args.csv:
+        write_gradebook(grades, args.csv)
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import report
     text, problems = report()
@@ -193,6 +226,22 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("results", type=Path, help="a kernels-lab results v1 file")
     pl.add_argument("--out", type=Path, default=OUT_DIR, help="folder for the PNGs")
     pl.set_defaults(func=cmd_plot)
+
+    g = sub.add_parser("grade", help="grade student submissions (each in a sandboxed child process)",
+                       description="Grade submissions for EXERCISE: correctness on public and hidden cases at odd "
+                                   "sizes and several launch configurations, race detection under perturbed "
+                                   "schedules, launch and traffic budgets, an sm_90 compile gate; a hang, crash or "
+                                   "import error becomes a grade with an explanation.")
+    g.add_argument("exercise", nargs="?", help="which exercise (see --list)")
+    g.add_argument("submissions", nargs="*", type=Path, help=".py files, lesson .ipynb files, or folders of them")
+    g.add_argument("--list", action="store_true", help="list the exercises")
+    g.add_argument("--gradescope", type=Path, help="write Gradescope results.json here (one submission)")
+    g.add_argument("--json", type=Path, help="write every grade as JSON here")
+    g.add_argument("--csv", type=Path, help="write a CSV gradebook here")
+    g.add_argument("--workers", type=int, default=2, help="submissions graded at once")
+    g.add_argument("--timeout", type=float, default=120.0, help="seconds a submission may run")
+    g.add_argument("--memory-gb", type=float, default=4.0, help="memory limit per submission")
+    g.set_defaults(func=cmd_grade)
 
     sub.add_parser("doctor", help="back-end, versions, tools, and what to fix").set_defaults(func=cmd_doctor)
     return p

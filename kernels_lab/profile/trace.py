@@ -8,9 +8,10 @@ fails loudly if it moves).
 
 Besides counting, the tracer can
   - remember which block and thread last wrote each element (for grading feedback), and
-  - perturb the thread schedule: at a random fraction of accesses the simulated thread
-    yields, so that a kernel that races (a missing syncthreads) fails instead of passing
-    by luck. The seed makes a perturbed run repeatable.
+  - perturb the thread schedule: the seed splits each block's threads into a fast and a slow
+    half, and slow threads sleep at a random fraction of their global accesses, so that a
+    kernel that races (a missing syncthreads) reads data its slow partners have not written
+    yet and fails, instead of passing by luck. Several seeds give several splits.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ class _Tracer:
         self.trace = Trace()
         self.writers = writers
         self.rng = random.Random(perturb_seed) if perturb_seed is not None else None
+        self.seed = perturb_seed
+        self.slow: dict[tuple, bool] = {}
         self.p_yield = yield_probability
         self.lock = threading.Lock()
         self.current: LaunchTrace | None = None
@@ -128,9 +131,18 @@ class _Tracer:
                     th = threading.current_thread()
                     where = (tuple(getattr(th, "blockIdx", ())), tuple(getattr(th, "threadIdx", ())))
                     self.trace.last_writer[(label, flat)] = where
-            yield_now = self.rng is not None and self.rng.random() < self.p_yield
+            yield_now = self.rng is not None and self._slow(threading.current_thread()) \
+                and self.rng.random() < self.p_yield
         if yield_now:
-            time.sleep(0.0002)  # hand the GIL to another simulated thread
+            time.sleep(0.001)  # a slow thread: its partners run ahead of it
+
+    def _slow(self, thread) -> bool:
+        key = (getattr(thread, "blockIdx", None), getattr(thread, "threadIdx", None))
+        key = (tuple(key[0]) if key[0] is not None else (), tuple(key[1]) if key[1] is not None else ())
+        slow = self.slow.get(key)
+        if slow is None:
+            slow = self.slow[key] = random.Random(hash((self.seed, key))).random() < 0.5
+        return slow
 
 
 def _param_names(py_func, nargs: int) -> list[str]:

@@ -1,0 +1,2 @@
+"""Student exercise grading: declarative exercises, a sandboxed child per submission, verdicts
+computed in the parent, and reports (text, JSON, Gradescope results.json)."""

@@ -1,0 +1,247 @@
+"""The verdict: checks, points and feedback a student can act on, computed in the parent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..checks import compare
+from ..core import Tolerance
+from ..runtime import ON_GPU, ON_SIMULATOR
+from .exercises import Exercise
+from .sandbox import ChildRun, run_child
+
+HINTS = {
+    "bounds": "missing bounds guard: a thread indexed past the end of an array; guard with `if i < out.size:`",
+    "stride": "grid too small without a stride loop: elements from index {first} on were never written; loop "
+              "`i = cuda.grid(1)` ... `i += cuda.gridsize(1)` until the end",
+    "barrier": "missing barrier: the result changes with the thread schedule; call cuda.syncthreads() between "
+               "writing shared memory and reading what other threads wrote",
+    "symmetric": "wrong indexing: the kernel gives the right answer only when x == b (it reads one input where it "
+                 "should read the other, or uses the wrong index); symmetric inputs would have hidden this",
+    "unwritten": "{count} element(s) were never written (first at index {first}), or were computed from a "
+                 "temporary read before it was written",
+    "launches": "{got} kernel launch(es) where the exercise allows {budget}: fuse the stages into one kernel",
+    "traffic": "{got:,} bytes of global-memory traffic where the plan needs {budget:,}: an intermediate goes "
+               "through global memory (or an input is read twice); keep it in a register",
+}
+
+
+@dataclass
+class TestResult:
+    name: str
+    score: float
+    max_score: float
+    status: str              # "passed", "failed", "skipped"
+    output: str
+    visibility: str = "visible"
+
+
+@dataclass
+class Grade:
+    exercise: str
+    submission: str
+    score: float
+    max_score: float
+    outcome: str
+    summary: str
+    tests: list[TestResult] = field(default_factory=list)
+    execution_time: float = 0.0
+    leaderboard: list[dict[str, Any]] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _case_verdict(ex: Exercise, sent: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
+    """Correctness of one run, with the first wrong element and who wrote it."""
+    if got.get("error"):
+        e = got["error"]
+        hint = "bounds" if e["type"] == "IndexError" else None
+        return {"ok": False, "why": f"{e['type']} {e['where']}: {e['message']}", "hint": hint}
+    ref = ex.reference(sent["inputs"])
+    for name, expected in ref.items():
+        out = got["outputs"][name]
+        _, bad = compare(name, out, expected, Tolerance(ex.rtol, ex.atol))
+        if bad is not None:
+            where = ""
+            for (label, flat), (blk, thr) in (got.get("last_writer") or {}).items():
+                if flat == bad.index[0]:
+                    where = f"; last written by block {list(blk)} thread {list(thr)}"
+                    break
+            n = sent["case"].n
+            unwritten = np.flatnonzero(~np.isfinite(out.astype(np.float64)))
+            hint = None
+            if len(unwritten):
+                tail = unwritten[0] > 0 and np.all(unwritten == np.arange(unwritten[0], out.size))
+                hint = ("stride", {"first": int(unwritten[0])}) if tail and ex.pattern == "persistent" else \
+                    ("unwritten", {"count": len(unwritten), "first": int(unwritten[0])})
+            return {"ok": False, "hint": hint,
+                    "why": f"n={n}, config {sent['config']}: {bad.bad} wrong element(s); first {name}{list(bad.index)}:"
+                           f" expected {bad.expected:.6g}, got {bad.got:.6g}{where}"}
+    return {"ok": True}
+
+
+def _hint_text(hint) -> str | None:
+    if hint is None:
+        return None
+    key, args = hint if isinstance(hint, tuple) else (hint, {})
+    return HINTS[key].format(**args)
+
+
+def _score(name: str, points: float, ok_count: int, total: int, lines: list[str],
+           visibility: str = "visible") -> TestResult:
+    score = points * ok_count / total if total else 0.0
+    status = "passed" if total and ok_count == total else "failed"
+    if not total:
+        lines = lines or ["no correct run to check this on: fix correctness first"]
+    return TestResult(name, round(score, 3), points, status, "\n".join(lines) or "all runs correct", visibility)
+
+
+def _compile_gate(ex: Exercise, source: str, timeout_s: float = 120) -> tuple[str, str]:
+    """Compile the student's kernel for sm_90 with the real compiler (no GPU needed): status, message."""
+    if ex.kind != "kernel":
+        return "skipped", "host functions are compiled when they launch"
+    code = ("import sys, numpy as np\n"
+            "from kernels_lab.runtime import cuda\n"
+            "from numba import types\n"
+            "ns = {'cuda': cuda, 'np': np, 'numpy': np, 'math': __import__('math')}\n"
+            "exec(compile(sys.stdin.read(), '<submission>', 'exec'), ns)\n"
+            f"k = ns[{ex.entry!r}]\n"
+            f"sig = {_signature_expr(ex)}\n"
+            "cuda.compile_ptx(k.py_func, sig, cc=(9, 0))\n"
+            "print('compiled')\n")
+    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], input=source, capture_output=True, text=True,
+                              env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return "failed", "compiling for sm_90 timed out"
+    if proc.returncode == 0 and "compiled" in proc.stdout:
+        return "passed", "compiles for sm_90 with NVVM"
+    err = proc.stderr.strip().splitlines()
+    if any("NVVM" in line or "libnvvm" in line.lower() for line in err[-5:]):
+        return "skipped", "no NVVM here to compile with (pip install 'kernels-lab[cu13]'); not counted"
+    return "failed", "numba's real compiler rejects the kernel (the simulator accepts more):\n" + "\n".join(err[-6:])
+
+
+def _signature_expr(ex: Exercise) -> str:
+    names = {np.dtype(np.float32): "types.float32", np.dtype(np.int32): "types.int32"}
+    inputs = ex.make_inputs(4, np.random.default_rng(0))
+    outs = ex.output_specs(4)
+    parts = []
+    for arg in ex.argument_order:
+        v = outs[arg][1] if arg in outs else inputs[arg]
+        dtype = np.dtype(v if arg in outs else getattr(v, "dtype", type(v)))
+        scalar = names[dtype]
+        is_array = arg in outs or isinstance(v, np.ndarray)
+        parts.append(f"types.Array({scalar}, 1, 'C')" if is_array else scalar)
+    return "(" + ", ".join(parts) + ",)"
+
+
+def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: float = 120,
+          memory_bytes: int = 4 << 30, compile_gate: bool = True) -> Grade:
+    run = run_child(ex, source, timeout_s, memory_bytes)
+    tests: list[TestResult] = []
+    if run.outcome != "ok":
+        return _failed_grade(ex, submission, run)
+    results = {c["id"]: c for c in run.report["cases"]}
+    verdicts = {c["id"]: _case_verdict(ex, c, results[c["id"]]) for c in run.cases}
+    plain = [c for c in run.cases if c["perturb_seed"] is None and not c["case"].symmetric_probe]
+    hints: list[str] = []
+
+    def group(hidden: bool):
+        chosen = [c for c in plain if c["case"].hidden == hidden]
+        bad = [verdicts[c["id"]] for c in chosen if not verdicts[c["id"]]["ok"]]
+        for v in bad:
+            if (h := _hint_text(v.get("hint"))) and h not in hints:
+                hints.append(h)
+        lines = [v["why"] for v in bad[:3]] + ([f"... and {len(bad) - 3} more"] if len(bad) > 3 else [])
+        if hidden:
+            lines = [f"{len(bad)} of {len(chosen)} hidden runs wrong"] + lines[:1] if bad else []
+        return len(chosen) - len(bad), len(chosen), lines
+
+    for name, points in ex.points.items():
+        if name == "correct (public)":
+            tests.append(_score(name, points, *group(False)))
+        elif name == "correct (hidden)":
+            ok, total, lines = group(True)
+            tests.append(_score(name, points, ok, total, lines, visibility="after_published"))
+        elif name == "launch budget":
+            counts = [len(results[c["id"]]["launches"] or []) for c in plain if results[c["id"]]["launches"] is not None]
+            over = [n for n in counts if n > ex.max_launches]
+            if over:
+                hints.append(HINTS["launches"].format(got=max(over), budget=ex.max_launches))
+            tests.append(_score(name, points, len(counts) - len(over), len(counts),
+                                [f"{max(over)} launches (budget {ex.max_launches})"] if over else []))
+        elif name == "traffic budget":
+            if not ON_SIMULATOR:
+                tests.append(TestResult(name, 0, 0, "skipped", "traced on the simulator only; not counted here"))
+                continue
+            rows = [(results[c["id"]]["bytes"], ex.max_bytes(c["case"].n)) for c in plain
+                    if results[c["id"]]["bytes"] is not None and verdicts[c["id"]]["ok"]]
+            over = [(b, m) for b, m in rows if b > m]
+            if over:
+                hints.append(HINTS["traffic"].format(got=over[0][0], budget=over[0][1]))
+            tests.append(_score(name, points, len(rows) - len(over), len(rows),
+                                [f"{over[0][0]:,} bytes traced, budget {over[0][1]:,}"] if over else []))
+        elif name == "grid independent of n":
+            big = [c for c in plain if c["config"][0] * c["config"][1] < c["case"].n]
+            ok_big = [verdicts[c["id"]]["ok"] for c in big]
+            tests.append(_score(name, points, sum(ok_big), len(ok_big),
+                                [] if all(ok_big) else [f"wrong when the grid ({big[0]['config']}) has fewer threads "
+                                                        f"than n ({big[0]['case'].n})"]))
+        elif name == "no race under perturbed schedules":
+            perturbed = [c for c in run.cases if c["perturb_seed"] is not None]
+            bad = [c for c in perturbed if not verdicts[c["id"]]["ok"]]
+            if bad and HINTS["barrier"] not in hints:
+                hints.append(HINTS["barrier"])
+            # all or nothing: one schedule that breaks it proves the race
+            tests.append(_score(name, points, 0 if bad else len(perturbed), len(perturbed),
+                                [f"wrong under {len(bad)} of {len(perturbed)} perturbed schedules; e.g. seed "
+                                 f"{bad[0]['perturb_seed']}: {verdicts[bad[0]['id']]['why']}"] if bad else []))
+        elif name == "compiles for sm_90":
+            if not compile_gate:
+                tests.append(TestResult(name, 0, 0, "skipped", "compile gate turned off"))
+                continue
+            status, msg = _compile_gate(ex, source)
+            tests.append(TestResult(name, points if status == "passed" else 0, points if status != "skipped" else 0,
+                                    status, msg))
+        elif name == "speed":
+            tests.append(TestResult(name, 0, 0, "skipped", "speed is measured on a GPU only; not counted here")
+                         if not ON_GPU else TestResult(name, 0, 0, "skipped", "speed check not run in this grader"))
+        else:
+            raise KeyError(f"exercise {ex.name}: no check named {name!r}")
+    probes = [c for c in run.cases if c["case"].symmetric_probe]
+    if probes and any(verdicts[c["id"]]["ok"] for c in probes) and any(not verdicts[c["id"]]["ok"] for c in plain):
+        hints.insert(0, HINTS["symmetric"])
+    score = sum(t.score for t in tests)
+    max_score = sum(t.max_score for t in tests)
+    summary = f"{score:g} / {max_score:g}" + ("" if not hints else "\nhints:\n" + "\n".join(f"- {h}" for h in hints))
+    return Grade(ex.name, submission, round(score, 3), max_score, "graded", summary, tests, run.seconds,
+                 [{"name": "score", "value": round(score, 3)}], run.stdout, run.stderr)
+
+
+def _failed_grade(ex: Exercise, submission: str, run: ChildRun) -> Grade:
+    """A submission that never produced results: every check fails, with the reason."""
+    advice = {"timeout": "Look for a loop whose exit condition never becomes true (a spin on a flag, a while "
+                         "loop without an increment).",
+              "crash": "The process died: a segmentation fault, an abort, os._exit, or output flooding.",
+              "memory": "Allocate only what the exercise needs.",
+              "import_error": "Fix the error above; the grader could not load your code.",
+              "exited": "Do not call sys.exit() or exit() in a submission.",
+              "flooding": "Print less: the grader keeps only the start of the output.",
+              "forged": "The report was not the grader's own."}[run.outcome]
+    text = f"{run.outcome}: {run.detail}\n{advice}"
+    tests = [TestResult(name, 0, pts, "failed", text) for name, pts in ex.points.items()
+             if not (name == "speed" and not ON_GPU)]
+    return Grade(ex.name, submission, 0.0, sum(t.max_score for t in tests), run.outcome, text, tests, run.seconds,
+                 [{"name": "score", "value": 0}], run.stdout, run.stderr)

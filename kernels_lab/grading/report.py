@@ -1,0 +1,49 @@
+"""Reports: readable text, JSON, and Gradescope's results.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .grade import Grade
+
+
+def text(g: Grade) -> str:
+    lines = [f"{g.exercise} - {g.submission}: {g.score:g} / {g.max_score:g} ({g.outcome}, {g.execution_time:.1f} s)"]
+    for t in g.tests:
+        mark = {"passed": "PASS", "failed": "FAIL", "skipped": "skip"}[t.status]
+        lines.append(f"  [{mark}] {t.name}: {t.score:g}/{t.max_score:g}")
+        if t.status != "passed":
+            lines += [f"         {line}" for line in t.output.splitlines()]
+    if "hints:" in g.summary:
+        lines.append(g.summary[g.summary.index("hints:"):])
+    return "\n".join(lines)
+
+
+def gradescope(g: Grade) -> dict[str, Any]:
+    """Gradescope's format: score, execution_time, output, tests[...], leaderboard."""
+    return {
+        "score": g.score,
+        "execution_time": round(g.execution_time, 2),
+        "output": g.summary,
+        "tests": [{"name": t.name, "score": t.score, "max_score": t.max_score,
+                   "status": "passed" if t.status in ("passed", "skipped") else "failed",
+                   "output": t.output, "visibility": t.visibility} for t in g.tests],
+        "leaderboard": g.leaderboard,
+    }
+
+
+def crashed_gradescope(message: str) -> dict[str, Any]:
+    """What results.json says when the grader itself failed: still a valid file."""
+    return {"score": 0.0, "execution_time": 0.0, "output": f"the grader failed: {message}",
+            "tests": [], "leaderboard": []}
+
+
+def write_json(path: str | Path, doc: dict[str, Any]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.replace(path)
+    return path

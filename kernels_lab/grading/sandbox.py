@@ -1,0 +1,148 @@
+"""The parent side of the sandbox: one child process per submission, limits, and the verdict.
+
+What the child can influence: its own outputs, launches and traced bytes (that is what is
+graded), its stdout/stderr (kept, truncated), and how long it takes (bounded).
+What it cannot: the reference and the verdict (computed here, after it has exited), the
+hidden cases' expected values (never sent), the results files (written by the parent after
+the child is dead, to paths the child is not told), other submissions (one process each).
+A report without the per-run nonce the parent sent is rejected as forged.
+
+Limits: wall clock (the whole process group is killed), address space (RLIMIT_AS), file
+size (RLIMIT_FSIZE, which stops output flooding), no standard input.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .exercises import Exercise
+
+OUTPUT_KEEP = 8_000           # characters of stdout/stderr shown in a report
+FILE_LIMIT = 64 << 20         # bytes any file of the child may reach (flooding stops here)
+
+
+@dataclass
+class ChildRun:
+    outcome: str  # "ok", "timeout", "crash", "memory", "import_error", "exited", "flooding", "forged"
+    detail: str = ""
+    report: dict[str, Any] | None = None
+    cases: list[dict[str, Any]] = field(default_factory=list)   # what was sent (with inputs)
+    stdout: str = ""
+    stderr: str = ""
+    seconds: float = 0.0
+
+
+def _limits(memory_bytes: int):
+    def apply():
+        os.setsid()  # its own process group: a timeout kills everything it started
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return apply
+
+
+def _read_capped(path: Path) -> str:
+    size = path.stat().st_size if path.exists() else 0
+    with open(path, "rb") as f:
+        text = f.read(OUTPUT_KEEP).decode(errors="replace")
+    if size > OUTPUT_KEEP:
+        text += f"\n[... {size - OUTPUT_KEEP:,} more bytes of output not shown]"
+    return text
+
+
+def build_cases(exercise: Exercise) -> list[dict[str, Any]]:
+    """Every (case, launch configuration, schedule) the child runs, with fresh inputs."""
+    cases = []
+    configs = exercise.configs or (None,)
+    for case in exercise.cases:
+        for c, config in enumerate(configs):
+            inputs = exercise.make_inputs(case.n, np.random.default_rng(case.seed * 7919 + c))
+            if case.symmetric_probe:
+                inputs["b"] = inputs["x"].copy()
+            entry = {"id": len(cases), "case": case, "config_index": c, "inputs": inputs,
+                     "output_specs": exercise.output_specs(case.n), "perturb_seed": None,
+                     "config": config(case.n) if config else None}
+            cases.append(entry)
+            for seed in exercise.race_seeds if not case.hidden else ():
+                cases.append({**entry, "id": len(cases), "perturb_seed": seed})
+    return cases
+
+
+def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0,
+              memory_bytes: int = 4 << 30) -> ChildRun:
+    cases = build_cases(exercise)
+    nonce = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
+        tmp = Path(tmp)
+        job, report_path = tmp / "job.pkl", tmp / "report.pkl"
+        sent = [{k: v for k, v in c.items() if k != "case"} for c in cases]
+        with open(job, "wb") as f:
+            pickle.dump({"nonce": nonce, "source": source, "entry": exercise.entry, "kind": exercise.kind,
+                         "argument_order": exercise.argument_order, "cases": sent}, f)
+        out, err = tmp / "stdout.txt", tmp / "stderr.txt"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        t0 = time.monotonic()
+        with open(out, "wb") as fo, open(err, "wb") as fe:
+            proc = subprocess.Popen([sys.executable, "-m", "kernels_lab.grading.child", str(job), str(report_path)],
+                                    stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, cwd=tmp, env=env,
+                                    preexec_fn=_limits(memory_bytes))
+            try:
+                code = proc.wait(timeout=timeout_s)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                code, timed_out = proc.returncode, True
+        run = ChildRun("ok", cases=cases, stdout=_read_capped(out), stderr=_read_capped(err),
+                       seconds=time.monotonic() - t0)
+        report = None
+        if report_path.exists():
+            with open(report_path, "rb") as f:
+                report = pickle.load(f)
+        if report is not None and report.get("nonce") != nonce:
+            return _set(run, "forged", "the child's report does not carry this run's nonce: not trusted")
+        run.report = report
+        done = len(report["cases"]) if report else 0
+        if timed_out:
+            return _set(run, "timeout", f"did not finish within {timeout_s:g} s (an infinite loop or a spin "
+                                        f"that never ends?); {done} of {len(cases)} runs completed")
+        if report and report.get("import_error"):
+            e = report["import_error"]
+            what = f"{e['type']} while loading the submission {e['where']}: {e['message']}"
+            if e["type"] == "MemoryError":
+                return _set(run, "memory", f"ran out of its {memory_bytes / 2**30:g} GiB memory limit ({what})")
+            if e["type"] == "SystemExit":
+                return _set(run, "exited", f"the submission called sys.exit({e['message']}) while loading")
+            if "File too large" in e["message"]:
+                return _set(run, "flooding", f"output flooding: a file passed {FILE_LIMIT >> 20} MiB ({what})")
+            return _set(run, "import_error", what)
+        if "MemoryError" in run.stderr or (code != 0 and _memory_kill(code, run.stderr)):
+            return _set(run, "memory", f"ran out of its {memory_bytes / 2**30:g} GiB memory limit")
+        if code != 0 or report is None or done < len(cases):
+            why = f"signal {-code}" if code < 0 else f"exit code {code}"
+            if code == -signal.SIGXFSZ:
+                why += f" (output flooding: a file passed {FILE_LIMIT >> 20} MiB)"
+            return _set(run, "crash", f"the child process died ({why}) after {done} of {len(cases)} runs")
+        return run
+
+
+def _memory_kill(code: int, stderr: str) -> bool:
+    return code == -signal.SIGKILL or "Cannot allocate memory" in stderr or "std::bad_alloc" in stderr
+
+
+def _set(run: ChildRun, outcome: str, detail: str) -> ChildRun:
+    run.outcome, run.detail = outcome, detail
+    return run
