@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
-# Steps: env tests demo ncu profile ladder consumer pdl demos
+# Steps: env tests demo ncu profile ladder consumer pdl demos notebooks grade
 set -u
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 KERNELS_LAB_BACKEND=gpu
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 KERNELS_LAB_BACKEND=gpu
 OUT=${OUT:-/tmp/kl-out}; mkdir -p "$OUT"
 py=python3
 for step in "$@"; do
@@ -12,6 +12,8 @@ for step in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/env.txt"
       $py -m pip list 2>/dev/null | grep -iE "^(numba|numpy|llvmlite|cuda-|matplotlib|nbclient|ipykernel)" | tee -a "$OUT/env.txt"
       $py -m kernels_lab.cli doctor | tee -a "$OUT/env.txt" ;;
+    consumer-tests)
+      $py -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_consumer.py 2>&1 | tail -3 ;;
     tests)
       $py -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::numba.core.errors.NumbaPerformanceWarning tests > "$OUT/gpu-tests.txt" 2>&1; tail -15 "$OUT/gpu-tests.txt" ;;
     demo)
@@ -32,6 +34,12 @@ for step in "$@"; do
       $py -m kernels_lab.cli profile pdl --json "$OUT/pdl.json" 2>&1 | grep -v Warn ;;
     demos)
       for d in consumer pdl; do $py -m kernels_lab.cli demo $d --json "$OUT/demo_$d.json" --out "$OUT/demo_$d.png" 2>&1 | grep -v Warn; done ;;
+    notebooks)
+      $py benchmarks/run_notebooks.py "$OUT" notebooks/0*_solution.ipynb 2>&1 | grep -v WARNING ;;
+    grade)
+      for ex in fuse_chain block_sums; do
+        $py -m kernels_lab.cli grade $ex tests/submissions/ --timeout 30 --workers 4 2>/dev/null \
+          | grep -E "^[a-z_]+ - " ; done | tee "$OUT/grades-gpu.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done

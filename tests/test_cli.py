@@ -65,3 +65,10 @@ def test_profile_on_the_simulator_writes_traced_bytes(tmp_path):
 def test_ladder_needs_a_gpu():
     out = run("profile", "launch", "--json", os.devnull)
     assert out.returncode == 2 and "needs a GPU" in out.stderr
+
+
+@pytest.mark.parametrize("name", ["launch", "consumer", "pdl"])
+def test_every_other_demo_runs_on_the_simulator(name, tmp_path):
+    out = run("demo", name, "--out", str(tmp_path / f"{name}.png"), "--json", str(tmp_path / f"{name}.json"))
+    assert out.returncode == 0, out.stderr
+    assert "backend:" in out.stdout and ("simulator" in out.stdout.lower())

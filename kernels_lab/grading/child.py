@@ -25,6 +25,40 @@ def _describe(exc: BaseException) -> dict:
             "traceback": "".join(traceback.format_exception(exc))[-4000:]}
 
 
+def run_case(entry, kind: str, argument_order, case: dict) -> dict:
+    """Run the student's code once on a case's inputs: outputs, launches, traced bytes, writers."""
+    from kernels_lab.arrays import poisoned, to_device
+    from kernels_lab.profile.launches import count_launches
+    from kernels_lab.runtime import ON_SIMULATOR, cuda
+
+    result = {"id": case["id"], "outputs": None, "error": None, "launches": None, "bytes": None,
+              "last_writer": None}
+    try:
+        dev_in = to_device(case["inputs"])
+        dev_out = poisoned(case["output_specs"])
+        args = [dev_out[k] if k in dev_out else dev_in[k] for k in argument_order]
+        tracer = nullcontext()
+        if ON_SIMULATOR:
+            from kernels_lab.profile.trace import tracing
+            tracer = tracing(writers=True, perturb_seed=case.get("perturb_seed"), yield_probability=0.5)
+        with count_launches() as seen, tracer as trace:
+            if kind == "kernel":
+                grid, block = case["config"]
+                entry[grid, block](*args)
+            else:
+                entry(*args)
+        if not ON_SIMULATOR:
+            cuda.synchronize()
+        result["outputs"] = {k: v.copy_to_host() for k, v in dev_out.items()}
+        result["launches"] = [(r.kernel, r.grid, r.block) for r in seen]
+        if trace is not None:
+            result["bytes"] = trace.bytes_total
+            result["last_writer"] = dict(trace.last_writer)
+    except (Exception, SystemExit) as e:  # noqa: BLE001  (a failing run is a graded outcome)
+        result["error"] = _describe(e)
+    return result
+
+
 def main(job_path: str, report_path: str) -> int:
     sys.setswitchinterval(5e-5)  # simulated threads hand over the GIL sooner
     warnings.simplefilter("ignore")  # numba's performance warnings never cost points
@@ -41,9 +75,7 @@ def main(job_path: str, report_path: str) -> int:
 
     import numpy as np
 
-    from kernels_lab.arrays import poisoned, to_device
-    from kernels_lab.profile.launches import count_launches
-    from kernels_lab.runtime import ON_SIMULATOR, cuda
+    from kernels_lab.runtime import cuda
 
     module = types.ModuleType("submission")
     module.__dict__.update({"cuda": cuda, "np": np, "numpy": np, "math": __import__("math")})
@@ -61,32 +93,7 @@ def main(job_path: str, report_path: str) -> int:
     save()  # an import that worked is on record even if a case then hangs
 
     for case in job["cases"]:
-        result = {"id": case["id"], "outputs": None, "error": None, "launches": None, "bytes": None,
-                  "last_writer": None}
-        try:
-            dev_in = to_device(case["inputs"])
-            dev_out = poisoned(case["output_specs"])
-            args = [dev_out[k] if k in dev_out else dev_in[k] for k in job["argument_order"]]
-            tracer = None
-            if ON_SIMULATOR:
-                from kernels_lab.profile.trace import tracing
-                tracer = tracing(writers=True, perturb_seed=case.get("perturb_seed"), yield_probability=0.5)
-            with count_launches() as seen, (tracer if tracer is not None else nullcontext()) as trace:
-                if job["kind"] == "kernel":
-                    grid, block = case["config"]
-                    entry[grid, block](*args)
-                else:
-                    entry(*args)
-            if not ON_SIMULATOR:
-                cuda.synchronize()
-            result["outputs"] = {k: v.copy_to_host() for k, v in dev_out.items()}
-            result["launches"] = [(r.kernel, r.grid, r.block) for r in seen]
-            if trace is not None:
-                result["bytes"] = trace.bytes_total
-                result["last_writer"] = dict(trace.last_writer)
-        except (Exception, SystemExit) as e:  # noqa: BLE001
-            result["error"] = _describe(e)
-        report["cases"].append(result)
+        report["cases"].append(run_case(entry, job["kind"], job["argument_order"], case))
         save()
     return 0
 

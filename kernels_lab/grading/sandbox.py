@@ -7,8 +7,9 @@ hidden cases' expected values (never sent), the results files (written by the pa
 the child is dead, to paths the child is not told), other submissions (one process each).
 A report without the per-run nonce the parent sent is rejected as forged.
 
-Limits: wall clock (the whole process group is killed), address space (RLIMIT_AS), file
-size (RLIMIT_FSIZE, which stops output flooding), no standard input.
+Limits: wall clock (the whole process group is killed), memory (resident set watched by the
+parent, and RLIMIT_AS on the simulator: a CUDA context reserves more address space than any
+limit would allow), file size (RLIMIT_FSIZE, which stops output flooding), no standard input.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime import ON_SIMULATOR
 from .exercises import Exercise
 
 OUTPUT_KEEP = 8_000           # characters of stdout/stderr shown in a report
@@ -48,10 +51,32 @@ class ChildRun:
 def _limits(memory_bytes: int):
     def apply():
         os.setsid()  # its own process group: a timeout kills everything it started
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        if ON_SIMULATOR:  # a CUDA context reserves far more address space than it uses: there, RSS is watched
+            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     return apply
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _watch_memory(proc: subprocess.Popen, limit: int, tripped: list) -> None:
+    """Kill the child's process group when its resident memory passes the limit."""
+    while proc.poll() is None:
+        if _rss_bytes(proc.pid) > limit:
+            tripped.append(True)
+            os.killpg(proc.pid, signal.SIGKILL)
+            return
+        time.sleep(0.05)
 
 
 def _read_capped(path: Path) -> str:
@@ -99,6 +124,8 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0,
             proc = subprocess.Popen([sys.executable, "-m", "kernels_lab.grading.child", str(job), str(report_path)],
                                     stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, cwd=tmp, env=env,
                                     preexec_fn=_limits(memory_bytes))
+            tripped: list = []
+            threading.Thread(target=_watch_memory, args=(proc, memory_bytes, tripped), daemon=True).start()
             try:
                 code = proc.wait(timeout=timeout_s)
                 timed_out = False
@@ -129,7 +156,7 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0,
             if "File too large" in e["message"]:
                 return _set(run, "flooding", f"output flooding: a file passed {FILE_LIMIT >> 20} MiB ({what})")
             return _set(run, "import_error", what)
-        if "MemoryError" in run.stderr or (code != 0 and _memory_kill(code, run.stderr)):
+        if tripped or "MemoryError" in run.stderr or (code != 0 and _memory_kill(code, run.stderr)):
             return _set(run, "memory", f"ran out of its {memory_bytes / 2**30:g} GiB memory limit")
         if code != 0 or report is None or done < len(cases):
             why = f"signal {-code}" if code < 0 else f"exit code {code}"
@@ -140,7 +167,7 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0,
 
 
 def _memory_kill(code: int, stderr: str) -> bool:
-    return code == -signal.SIGKILL or "Cannot allocate memory" in stderr or "std::bad_alloc" in stderr
+    return "Cannot allocate memory" in stderr or "std::bad_alloc" in stderr
 
 
 def _set(run: ChildRun, outcome: str, detail: str) -> ChildRun:
