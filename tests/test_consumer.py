@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from kernels_lab.patterns import consumer as C
-from kernels_lab.runtime import ON_GPU
 
 P = 96  # payload floats (small: each simulated request runs 256 Python threads)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ..core import get_workload
 from ..profile import plots, results
@@ -71,11 +70,6 @@ def run(args: argparse.Namespace) -> int:
     png = plots.variant_bars(records, meta, args.out)
     print(f"\nwrote {json_path} and {png}")
     return 0
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=int, default=None, help="vector length (default: 2^28 on a GPU, 773 on the simulator)")
-    p.add_argument("--reps", type=int, default=30, help="timed repetitions per variant (GPU)")
 
 
 DEMO = Demo("elementwise", "bias add -> GELU -> scale: unfused (3 kernels) vs fused vs persistent", run)
