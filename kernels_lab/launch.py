@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .profile.launches import record_external
+from .profile.launches import check_numba_cuda_version, record_external
 from .runtime import ON_GPU
 
 
@@ -25,6 +25,7 @@ class LaunchPathUnavailable(RuntimeError):
 def _require_gpu(what: str) -> None:
     if not ON_GPU:
         raise LaunchPathUnavailable(f"{what} needs a GPU; on the simulator use plain numba launches")
+    check_numba_cuda_version("kernels_lab/launch.py")
 
 
 def core_stream(stream: Any = 0):

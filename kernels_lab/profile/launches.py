@@ -62,12 +62,13 @@ def record_external(kernel: str, grid: Any, block: Any, via: str) -> None:
     _notify_end(rec)
 
 
-def _check_version() -> None:
+def check_numba_cuda_version(module: str = "kernels_lab/profile/launches.py") -> None:
+    """The modules that touch numba internals are written for one numba-cuda series."""
     from importlib.metadata import version
     v = version("numba-cuda")
     if not v.startswith(SUPPORTED_NUMBA_CUDA):
-        raise RuntimeError(f"kernels_lab's launch hook is written for numba-cuda {SUPPORTED_NUMBA_CUDA}*, "
-                           f"found {v}: re-check kernels_lab/profile/launches.py")
+        raise RuntimeError(f"{module} touches numba internals written for numba-cuda {SUPPORTED_NUMBA_CUDA}*, "
+                           f"found {v}: re-check it")
 
 
 def install() -> None:
@@ -76,7 +77,7 @@ def install() -> None:
     with _lock:
         if _installed:
             return
-        _check_version()
+        check_numba_cuda_version()
         if ON_SIMULATOR:
             from numba.cuda.simulator import kernel as simkernel
             original = simkernel.FakeCUDAKernel.__call__
