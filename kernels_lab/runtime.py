@@ -103,8 +103,42 @@ apply_numpy_shim()
 
 from numba import cuda  # noqa: E402  (must follow the back-end decision)
 
+
+def _fix_simulator_shared_arrays() -> None:
+    """numba-cuda 0.30's simulator creates a block's shared array with an unlocked
+    check-then-set, so two threads starting at once can get two different arrays: a rare,
+    timing-dependent wrong answer in any kernel that uses shared memory (seen in this
+    project's tests). The same lookup, under a lock. Tested in tests/test_runtime.py."""
+    import sys as _sys
+    import threading as _threading
+    import traceback as _traceback
+
+    import numpy as _np
+    from numba.cuda.simulator import kernelapi
+
+    original = kernelapi.FakeCUDAShared.array
+    lock = _threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if alignment is not None or shape == 0:
+            return original(self, shape, dtype, alignment)  # an error, or dynamic shared memory
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        caller = _traceback.extract_stack(_sys._getframe())[-2][0:2]  # the kernel's source line
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = self._allocations[caller] = _np.empty(shape, dtype)
+        return res
+
+    array.kernels_lab_locked = True
+    kernelapi.FakeCUDAShared.array = array
+
+
 ON_GPU: bool = BACKEND == "gpu"
 ON_SIMULATOR: bool = BACKEND == "simulator"  # "ptx" is neither: real compiler, no device
+if ON_SIMULATOR:
+    _fix_simulator_shared_arrays()
 
 # The simulator runs each block's threads as Python threads, one block after another.
 # These are the sizes it can run in seconds; demos and lessons shrink to them.

@@ -79,3 +79,26 @@ def test_a_grid_that_cannot_be_coresident_is_refused_before_launch():
         sig = None
     with pytest.raises(runtime.BackendError, match=f"cannot be co-resident: at most {limit}"):
         runtime.require_coresident(persistent_steps, sig, limit + 1, BLOCK)
+
+
+@pytest.mark.skipif(not runtime.ON_SIMULATOR, reason="simulator fix")
+def test_threads_starting_together_share_one_shared_array():
+    import threading
+
+    from numba.cuda.simulator import kernelapi
+    assert getattr(kernelapi.FakeCUDAShared.array, "kernels_lab_locked", False)
+    shared = kernelapi.FakeCUDAShared(0)
+    start = threading.Barrier(64)
+    got = []
+
+    def thread():
+        start.wait()
+        got.append(id(shared.array(32, np.float32)))  # one source line, 64 threads at once
+
+    import numpy as np
+    threads = [threading.Thread(target=thread) for _ in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 64 and len(set(got)) == 1
