@@ -156,8 +156,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
     from .grading import report
     from .grading.exercises import EXERCISES, get_exercise
     if args.list or not args.exercise:
+        import textwrap
         for e in EXERCISES.values():
-            print(f"{e.name:<17} lesson {e.lesson}  {e.title} ({e.max_score:g} points)\n{'':<17} {e.signature}")
+            print(f"{e.name:<17} lesson {e.lesson}  {e.title} ({e.max_score:g} points)")
+            print(textwrap.indent(e.signature, " " * 18))
         return 0
     try:
         from .grading.batch import collect, grade_many, write_gradebook
