@@ -111,7 +111,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                     flush=not args.warm, command=command)
     status = 0
     if args.ncu:
-        status = _attach_ncu(workload, records, args.json, command, ceiling)
+        status = _attach_ncu(workload, records, args.json)
     for r in records:
         t = f"{r['time_ms']:.4f} ms" if r.get("time_ms") is not None else "no time"
         extra = f" model {r['time_ms_model']:.4f} ms ({r['model_error']:+.0%})" if "time_ms_model" in r else ""
@@ -120,9 +120,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return status
 
 
-def _attach_ncu(workload, records, json_path, command, ceiling) -> int:
+def _attach_ncu(workload, records, json_path) -> int:
     from .profile import ncu, results
-    from .runtime import device_facts
     n = max(r["n"] for r in records)
     variants = list(dict.fromkeys(r["variant"] for r in records))
     try:
@@ -139,7 +138,7 @@ def _attach_ncu(workload, records, json_path, command, ceiling) -> int:
             r["ncu_vs_model"] = (r["bytes_dram_read"] + r["bytes_dram_write"]) / r["bytes_model"] - 1
             print(f"  ncu {r['variant']:<12} DRAM {r['bytes_dram_read'] + r['bytes_dram_write']:>14,} B "
                   f"({r['ncu_vs_model']:+.1%} vs model)")
-    results.dump(results.make_meta(command, ceiling, l2_bytes=device_facts().l2_bytes), records, json_path)
+    results.dump(results.load(json_path)["meta"], records, json_path)  # keep the sweep's own meta
     return 0
 
 

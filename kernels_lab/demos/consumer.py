@@ -14,7 +14,7 @@ from . import Demo, committed_results, show_committed
 
 def narrate(records: list[dict]) -> str:
     one = {(r["mode"], r["payload_bytes"]): r for r in records if r["producers"] == 1}
-    size = sorted({r["payload_bytes"] for r in records})[len({r["payload_bytes"] for r in records}) // 2]
+    size = plots.middle_payload_bytes(records)
     pers, launch, ideal = one[("persistent", size)], one[("launch", size)], one[("ideal", size)]
     most = max(r["producers"] for r in records)
     tp = {r["mode"]: r["throughput_rps"] for r in records if r["producers"] == most and r["payload_bytes"] == size}

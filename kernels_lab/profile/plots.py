@@ -172,11 +172,16 @@ def ladder(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | 
 MODE_COLORS = {"ideal": "gray", "persistent": "#2ca02c", "launch": "#d62728", "batch8": "#ff7f0e"}
 
 
+def middle_payload_bytes(records: Sequence[dict[str, Any]]) -> int:
+    """The middle payload size of a consumer benchmark: the one the latency figure shows."""
+    sizes = sorted({r["payload_bytes"] for r in records if r.get("kind") == "consumer"})
+    return sizes[len(sizes) // 2]
+
+
 def consumer_latency_cdf(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
     """Round-trip latency CDF per mode at the middle payload size, one producer."""
     recs = [r for r in records if r.get("kind") == "consumer" and r["producers"] == 1]
-    sizes = sorted({r["payload_bytes"] for r in recs})
-    size = sizes[len(sizes) // 2]
+    size = middle_payload_bytes(recs)
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for r in (r for r in recs if r["payload_bytes"] == size):
         q = r["latency_quantiles_us"]
