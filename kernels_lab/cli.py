@@ -217,7 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("workload", help="a workload from `kernels-lab list`, or launch, consumer, pdl")
     pr.add_argument("--sizes", help="comma-separated sizes, e.g. 4096,2^20,2^27 (default: 2^12 .. 2^27)")
     pr.add_argument("--ncu", action="store_true", help="also measure DRAM bytes per kernel with Nsight Compute")
-    pr.add_argument("--reps", type=int, default=20, help="timed repetitions per variant and size")
+    pr.add_argument("--reps", type=int, default=200,
+                    help="timed repetitions per variant and size (many: the launch-bound sizes carry the host's "
+                         "dispatch jitter, and their median needs many samples to settle)")
     pr.add_argument("--warm", action="store_true",
                     help="warm-cache figures: no L2 flush; inputs rotated among copies when they fit in L2")
     pr.add_argument("--json", type=Path, default=OUT_DIR / "profile.json", help="results file to write")

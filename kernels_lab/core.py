@@ -17,13 +17,26 @@ PATTERNS = ("unfused", "fused", "persistent", "graph", "pdl")
 
 @dataclass(frozen=True)
 class KernelLaunch:
-    """One planned launch: which kernel, its grid and block, and the global bytes it moves."""
+    """One planned launch: which kernel, its grid and block, and the global bytes it moves.
+
+    read_bytes_in_flight: the bytes of loads one thread issues before it needs any of them
+    (8 for two 4-byte loads, 32 for two 16-byte loads; 0 = not declared). With the number of
+    threads resident at once it bounds the bandwidth by Little's law: bytes in flight / latency.
+    """
 
     kernel: str
     grid: int
     block: int
     bytes_read: int
     bytes_written: int
+    read_bytes_in_flight: int = 0
+
+    def device_bytes_in_flight(self, resident_threads: int) -> int:
+        """Bytes of loads in flight across the device (0 = not declared)."""
+        if not self.read_bytes_in_flight:
+            return 0
+        busy = min(self.grid * self.block, resident_threads, -(-self.bytes_read // self.read_bytes_in_flight))
+        return max(busy, 1) * self.read_bytes_in_flight
 
 
 @dataclass(frozen=True)

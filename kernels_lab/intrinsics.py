@@ -8,6 +8,9 @@
   load_acquire_sys(a, i)  int32 a[i] with ld.acquire.sys: a poll the compiler cannot hoist and the caches
                           cannot answer from a stale line; later loads are ordered after it
   load_relaxed_sys(a, i)  float32 a[i] with ld.relaxed.sys: coherent with the host's writes (payloads)
+  load4_relaxed_sys(a, v) four float32 a[4v:4v+4] as ONE 16-byte ld.relaxed.sys (payloads over PCIe:
+                          no memory clobber, so several can be in flight before the first is used)
+  float_bits(x)           the int32 bit pattern of a float32 (to pack a value and a mark in one store)
 
 Why 16-byte accesses: a memory-bound kernel is limited by the bytes it keeps in flight.
 With 4-byte loads a full H200 SM holds 2048 threads x 4 B per array; Little's law wants
@@ -40,6 +43,13 @@ if ON_SIMULATOR:
 
     def load_relaxed_sys(a, i):
         return a[i]
+
+    def load4_relaxed_sys(a, v):
+        return load4(a, v)
+
+    def float_bits(x):
+        import numpy as _np
+        return _np.float32(x).view(_np.int32)
 
     def load4(a, v):
         i = 4 * v
@@ -144,3 +154,29 @@ else:
 
     load_acquire_sys = _scalar_load("ld.acquire.sys.global.s32", types.int32, ir.IntType(32), "r")
     load_relaxed_sys = _scalar_load("ld.relaxed.sys.global.f32", types.float32, ir.FloatType(), "f")
+
+    @intrinsic
+    def load4_relaxed_sys(typingctx, a, v):
+        _check(a, v)
+        sig = types.UniTuple(types.float32, 4)(a, v)
+
+        def codegen(context, builder, signature, args):
+            ptr = _vector_pointer(context, builder, signature.args[0], *args)
+            f32 = ir.FloatType()
+            # side effect (never merged or dropped) but no memory clobber: the loads of one
+            # thread may all be in flight at once; the acquire poll before them still orders them.
+            parts = _inline_asm(builder, ir.LiteralStructType([f32] * 4),
+                                "ld.relaxed.sys.global.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,l", (ptr,))
+            values = [builder.extract_value(parts, k) for k in range(4)]
+            return context.make_tuple(builder, signature.return_type, values)
+
+        return sig, codegen
+
+    @intrinsic
+    def float_bits(typingctx, x):
+        if x != types.float32:
+            raise TypeError(f"float_bits needs a float32, got {x}")
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.IntType(32))
+        return types.int32(x), codegen

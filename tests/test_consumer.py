@@ -96,18 +96,48 @@ def test_bad_input_and_misuse_are_clear_errors(weights, rng):
         C.PersistentConsumer(np.zeros((2, 2), np.float32))
 
 
-def test_baseline_computes_the_same_job(weights, rng):
+@pytest.mark.parametrize("size", [P, P + 3, 1029])  # 16-byte rows, a ragged tail, > 4 vectors per thread
+def test_baseline_computes_the_same_job(size, rng):
+    weights = rng.standard_normal(size).astype(np.float32)
     base = C.LaunchPerRequest(weights, batch=3)
-    payloads = rng.standard_normal((3, P)).astype(np.float32)
+    payloads = rng.standard_normal((3, size)).astype(np.float32)
     got = base(payloads)
     np.testing.assert_allclose(got, [C.reference(p, weights) for p in payloads], rtol=1e-4, atol=1e-4)
 
 
+def test_ragged_payload_and_echo_mode(rng):
+    w = rng.standard_normal(P + 1).astype(np.float32)
+    with C.PersistentConsumer(w, slots=2, idle_timeout_s=30) as c:
+        for _ in range(3):  # slots are reused: stale rows or marks would show
+            p = rng.uniform(-2, 1, P + 1).astype(np.float32)
+            t = c.submit(p, timeout=30)
+            assert c.result(t, timeout=30) == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-4)
+            assert c.gpu_span_ns(t) >= 0
+    with C.PersistentConsumer(w, slots=2, idle_timeout_s=30, echo=True) as c:
+        assert c.result(c.submit(rng.standard_normal(P + 1).astype(np.float32)), timeout=30) == 0.0
+
+
+def test_host_wait_sees_another_threads_write_and_is_bounded():
+    from kernels_lab import hostwait
+    words = np.zeros(3, np.int64)
+    address = hostwait.word_address(words, 1)
+    assert not hostwait.wait_for_mark(address, 5, spins=1000)  # bounded: returns False
+    writer = threading.Timer(0.05, lambda: words.__setitem__(1, (5 << 32) | 123))
+    writer.start()
+    deadline = time.monotonic() + 10
+    while not hostwait.wait_for_mark(address, 5) and time.monotonic() < deadline:
+        pass
+    assert words[1] & 0xFFFFFFFF == 123
+    with pytest.raises(ValueError, match="int64"):
+        hostwait.word_address(np.zeros(2, np.int32), 0)
+
+
 @pytest.mark.gpu
-def test_gpu_consumer_with_several_blocks(rng):
-    w = rng.standard_normal(1024).astype(np.float32)
+@pytest.mark.parametrize("size", [1024, 4099])
+def test_gpu_consumer_with_several_blocks(size, rng):
+    w = rng.standard_normal(size).astype(np.float32)
     with C.PersistentConsumer(w, slots=32, blocks=4, idle_timeout_s=10) as c:
         for _ in range(200):
-            p = rng.standard_normal(1024).astype(np.float32)
+            p = rng.standard_normal(size).astype(np.float32)
             assert c.result(c.submit(p), timeout=5) == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-3)
     assert c.status()["served"] == 200

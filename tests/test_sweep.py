@@ -46,3 +46,36 @@ def test_a_size_the_device_cannot_hold_says_how_much_it_needs(monkeypatch):
     w = get_workload("elementwise")
     with pytest.raises(measure.MeasurementError, match=r"needs about 5\.5 GiB .* 1\.0 GiB are free"):
         measure.check_fits(w, list(w.variants.values()), 1 << 28)
+
+
+def test_few_bytes_in_flight_bound_the_bandwidth_by_littles_law():
+    ceiling, latency = 4000.0, 0.0006  # GB/s, ms (600 ns)
+    big = 4_000_000_000
+    at_ceiling = model_time_ms([big], ceiling, 0.003, 0.02, latency, in_flight=[100_000_000])
+    starved = model_time_ms([big], ceiling, 0.003, 0.02, latency, in_flight=[1_000_000])
+    assert abs(at_ceiling - (0.003 + latency + big / 4e9)) < 1e-9  # enough in flight: the ceiling
+    # 1 MB in flight per 600 ns round trip is 1.67 TB/s, well under the ceiling
+    assert abs(starved - (0.003 + latency + latency * (big / 1_000_000 - 1))) < 1e-9
+    assert model_time_ms([big], ceiling, 0.003, 0.02, latency, in_flight=[0]) == at_ceiling  # 0: undeclared
+
+
+def test_the_fit_finds_the_latency_that_made_the_data():
+    ceiling = 4000.0
+    recs = []
+    for n in (1 << 12, 1 << 18, 1 << 22, 1 << 26):
+        for kb, fl in (([12 * n], [min(n, 1 << 18) * 8]), ([12 * n], [min(n // 4, 1 << 18) * 32])):
+            recs.append({"time_ms": model_time_ms(kb, ceiling, 0.003, 0.020, 0.0007, fl),
+                         "kernel_bytes": kb, "kernel_bytes_in_flight": fl})
+    add_model(recs, ceiling)
+    assert abs(recs[0]["model_latency_ns"] - 700) <= 50 and abs(recs[0]["model_fixed_kernel_us"] - 3.0) < 0.3
+    assert all(abs(r["model_error"]) < 0.03 for r in recs)
+
+
+def test_plans_declare_bytes_in_flight_per_thread():
+    from kernels_lab import get_workload
+    w = get_workload("elementwise")
+    naive = w.variant("fused_naive").plan(1 << 20).launches[0]
+    fused = w.variant("fused").plan(1 << 20).launches[0]
+    assert naive.read_bytes_in_flight == 8 and fused.read_bytes_in_flight == 32  # 4-byte vs 16-byte loads
+    assert fused.device_bytes_in_flight(1 << 30) == 8 * (1 << 20)  # every load of the kernel at once
+    assert naive.device_bytes_in_flight(270_336) == 270_336 * 8     # bounded by the resident threads

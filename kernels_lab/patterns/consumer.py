@@ -11,13 +11,26 @@ weight vector that lives on the GPU for the whole run: result = payload . w.
                              memory, serves a request in a few microseconds, and waits again
 
 The queue (all cuda.mapped_array, so host and GPU see the same bytes):
-    seq[S]      ticket + 1, written by the host after the payload: "slot holds ticket t"
-    payload[S*P] request data;  result[S]: the answer;  done[S]: ticket + 1 once answered
-    ctrl[4]     [0] stop flag (host), [1] echo mode: answer without the job (the ideal round trip),
-                [2] set by a block whose idle budget ran out, so the others leave too
-    status[B,4] per block: requests served, idle spins, exit code, next ticket (the kernel writes)
+    seq[S]       ticket + 1, written by the host after the payload: "slot holds ticket t"
+    payload[S*R] request data, one row of R floats per slot (R = P rounded up to 4: 16-byte rows)
+    answer[S]    int64: (ticket + 1) << 32 | the result's float32 bits, ONE 8-byte store by the
+                 GPU, so the mark and the value arrive together and no fence sits between them
+    ctrl[2]      [0] leave: 1 = the host's stop, 2 = a block's idle budget ran out (all leave)
+    status[B,4]  per block: requests served, idle polls, exit code, next ticket (the kernel writes)
+    stamps[S*2]  per slot, %globaltimer when the GPU saw the request and when it answered: the
+                 GPU's share of the round trip (the rest is the host and the PCIe bus)
 Tickets go to blocks round-robin (ticket t -> block t % B, slot t % S); a slot is reused
 only after its previous ticket was collected, so every request is answered exactly once.
+
+What a round trip costs, and what this code does about each part:
+  - the GPU's poll is a read across PCIe (about a microsecond): thread 0 polls ONLY its
+    slot's seq word; the stop word is read every 32nd poll, the idle clock is on chip;
+  - the payload crosses PCIe as 16-byte ld.relaxed.sys loads, four in flight per thread
+    before the first is used: one bus round trip brings 16 KiB into a block of 256 threads;
+  - the answer is one posted 8-byte store, fenced after (the fence costs the GPU, not the
+    host's wait);
+  - the host waits in hostwait.py: machine code, GIL released, so other producers (and on the
+    simulator the consumer thread itself) run while it spins.
 
 The dangers this code guards against:
   - a plain flag read in a loop is hoisted by the compiler: the loop never sees the host's
@@ -49,8 +62,10 @@ from typing import Any
 
 import numpy as np
 
-from ..intrinsics import globaltimer, load_acquire_sys, load_relaxed_sys
+from ..hostwait import wait_for_mark, warm_up, word_address
+from ..intrinsics import float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_relaxed_sys
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
+from .reduce import block_sum
 
 # Host-side handles, bound at import: while a simulated kernel of this module runs (and the
 # consumer's always does), the simulator swaps this module's global `cuda` for its in-kernel API.
@@ -66,72 +81,94 @@ def reference(payload: np.ndarray, weights: np.ndarray) -> float:
     return float(payload.astype(np.float64) @ weights.astype(np.float64))
 
 
+_ZERO4 = (np.float32(0),) * 4
+
+
 @cuda.jit(device=True, inline=True)
-def block_dot(payload, base, weights, partial):
-    """All threads of the block: sum of payload[base + i] * weights[i] (tree reduction in shared)."""
-    tid = cuda.threadIdx.x
+def _dot4(p, w):
+    return p[0] * w[0] + p[1] * w[1] + p[2] * w[2] + p[3] * w[3]
+
+
+@cuda.jit(device=True, inline=True)
+def block_dot(payload, row, weights, partial):
+    """All threads of the block: payload[row*R + i] . weights[i] (row R = weights rounded up to 4)."""
+    tid, step = cuda.threadIdx.x, cuda.blockDim.x
+    nvec = weights.size >> 2
+    first = row * ((weights.size + 3) >> 2)  # the row's first 16-byte vector
     acc = np.float32(0)
-    for i in range(tid, weights.size, cuda.blockDim.x):
-        acc += load_relaxed_sys(payload, base + i) * weights[i]  # the host rewrites payloads
-    partial[tid] = acc
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if tid < step:
-            partial[tid] += partial[tid + step]
-        cuda.syncthreads()
-        step //= 2
-    return partial[0]
+    v = tid
+    while v < nvec:
+        # four 16-byte loads issued before any is used: four PCIe reads in flight per thread
+        p0 = load4_relaxed_sys(payload, first + v)
+        p1 = load4_relaxed_sys(payload, first + v + step) if v + step < nvec else _ZERO4
+        p2 = load4_relaxed_sys(payload, first + v + 2 * step) if v + 2 * step < nvec else _ZERO4
+        p3 = load4_relaxed_sys(payload, first + v + 3 * step) if v + 3 * step < nvec else _ZERO4
+        acc += _dot4(p0, load4(weights, v))
+        if v + step < nvec:
+            acc += _dot4(p1, load4(weights, v + step))
+        if v + 2 * step < nvec:
+            acc += _dot4(p2, load4(weights, v + 2 * step))
+        if v + 3 * step < nvec:
+            acc += _dot4(p3, load4(weights, v + 3 * step))
+        v += 4 * step
+    i = 4 * nvec + tid  # the last size % 4 floats, one per thread
+    if i < weights.size:
+        acc += load_relaxed_sys(payload, 4 * first + i) * weights[i]
+    return block_sum(acc, partial)
 
 
 @cuda.jit
-def consumer_kernel(seq, done, payload, result, ctrl, status, weights, idle_ns):
+def consumer_kernel(seq, answer, payload, ctrl, status, stamps, weights, idle_ns, echo):
     # On chip: the weights stay in device memory for the whole run; the block's partial sums
-    # in shared memory. Through PCIe: each request's payload in, one float and a mark out.
+    # in shared memory. Through PCIe: each request's payload in, one 8-byte answer out.
     block, nblocks, tid = cuda.blockIdx.x, cuda.gridDim.x, cuda.threadIdx.x
     command = cuda.shared.array(1, dtype=np.int32)
     partial = cuda.shared.array(BLOCK, dtype=np.float32)
     slots = seq.size
     ticket = block
     served = 0
-    spins = 0
+    polls = 0
+    seen = np.int64(0)
     while True:
         slot = ticket % slots
         if tid == 0:
             cmd = 0
             start = globaltimer()
-            while cmd == 0:  # bounded: ends on work, on stop, or when the idle budget is spent
+            while cmd == 0:  # bounded: ends on work, on the leave word, or when the idle budget is spent
                 # ld.acquire.sys: re-read every time (never hoisted, never a stale cached line),
                 # and the payload reads after it are ordered after it.
                 if load_acquire_sys(seq, slot) == ticket + 1:
                     cmd = _WORK
-                elif load_acquire_sys(ctrl, 0) != 0 or load_acquire_sys(ctrl, 2) != 0:
+                elif (polls & 31) == 31 and load_acquire_sys(ctrl, 0) != 0:
                     cmd = _STOP  # checked after the queue, so work already published drains first
                 elif globaltimer() - start > idle_ns:
                     cmd = _IDLE
-                spins += 1
+                polls += 1
+            seen = globaltimer()
             command[0] = cmd
         cuda.syncthreads()
         if command[0] != _WORK:
             break
-        value = np.float32(0) if ctrl[1] != 0 else block_dot(payload, slot * weights.size, weights, partial)
+        value = np.float32(0) if echo else block_dot(payload, slot, weights, partial)
         if tid == 0:
-            result[slot] = value
-            cuda.threadfence_system()  # the result is visible before the mark that announces it
-            done[slot] = ticket + 1
+            mark = np.int64(ticket + 1) << 32
+            answer[slot] = mark | (np.int64(float_bits(value)) & 0xFFFFFFFF)
+            cuda.threadfence_system()  # push the answer out now (posted writes may linger)
+            stamps[2 * slot] = seen
+            stamps[2 * slot + 1] = globaltimer()
             served += 1
             status[block, 0] = served
-            status[block, 1] = spins
+            status[block, 1] = polls
         cuda.syncthreads()  # command and partial are reused by the next request
         ticket += nblocks
     if tid == 0:
         if command[0] == _IDLE:
-            ctrl[2] = 1  # one block gone means its tickets would never be served: all leave
+            ctrl[0] = 2  # one block gone means its tickets would never be served: all leave
         status[block, 0] = served
-        status[block, 1] = spins
+        status[block, 1] = polls
         status[block, 3] = ticket
         cuda.threadfence_system()
-        status[block, 2] = EXIT_STOPPED if command[0] == _STOP else EXIT_IDLE_BUDGET
+        status[block, 2] = EXIT_IDLE_BUDGET if command[0] == _IDLE else EXIT_STOPPED
 
 
 class ConsumerError(RuntimeError):
@@ -192,14 +229,15 @@ class PersistentConsumer:
             raise ValueError(f"{blocks} blocks: at most one per SM ({device_facts().sm_count}) keeps them all resident")
         if blocks > slots:
             raise ValueError(f"{blocks} blocks need at least as many slots (got {slots})")
-        self.size, self.slots, self.blocks = weights.size, slots, blocks
+        self.size, self.slots, self.blocks, self.echo = weights.size, slots, blocks, echo
+        self.row = -(-weights.size // 4) * 4  # payload row stride: 16-byte aligned rows
         m = _mapped_array
-        self._d = {"seq": m(slots, np.int32), "done": m(slots, np.int32), "payload": m(slots * self.size, np.float32),
-                   "result": m(slots, np.float32), "ctrl": m(4, np.int32), "status": m((blocks, 4), np.int64)}
+        self._d = {"seq": m(slots, np.int32), "answer": m(slots, np.int64), "payload": m(slots * self.row, np.float32),
+                   "ctrl": m(2, np.int32), "status": m((blocks, 4), np.int64), "stamps": m(2 * slots, np.int64)}
         self._h = {k: host_view(v) for k, v in self._d.items()}
         for v in self._h.values():
             v[...] = 0
-        self._h["ctrl"][1] = 1 if echo else 0
+        self._value = self._h["answer"].view(np.float32)[0::2]  # the low half of each answer word (little-endian)
         self._weights = _to_device(weights)
         self._idle_ns = int(idle_timeout_s * 1e9)
         self._lock = threading.Lock()
@@ -209,6 +247,7 @@ class PersistentConsumer:
         self._published: set[int] = set()
         self._abandoned: set[int] = set()
         self._state = "new"
+        warm_up()
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> "PersistentConsumer":
@@ -217,8 +256,8 @@ class PersistentConsumer:
         self._no_frees = _defer_cleanup()
         self._no_frees.__enter__()
         d = self._d
-        args = (d["seq"], d["done"], d["payload"], d["result"], d["ctrl"], d["status"], self._weights,
-                np.int64(self._idle_ns))
+        args = (d["seq"], d["answer"], d["payload"], d["ctrl"], d["status"], d["stamps"], self._weights,
+                np.int64(self._idle_ns), np.int32(self.echo))
         if ON_SIMULATOR:
             self._thread = threading.Thread(target=lambda: consumer_kernel[1, BLOCK](*args), daemon=True)
             self._thread.start()
@@ -263,7 +302,7 @@ class PersistentConsumer:
         if drain:
             while self._unanswered() and not self.kernel_exited() and time.monotonic() < deadline:
                 time.sleep(1e-4)
-        self._h["ctrl"][0] = 1
+        self._h["ctrl"][0] = 1  # leave (after the queue drains: the kernel checks the queue first)
         while not self._all_blocks_left():
             if time.monotonic() > deadline + timeout:
                 raise ConsumerError("the consumer kernel did not exit after the stop flag (GPU wedged?)")
@@ -289,8 +328,8 @@ class PersistentConsumer:
 
     # -- requests --------------------------------------------------------------------
     def _unanswered_locked(self) -> list[int]:
-        done = self._h["done"]
-        return [t for t in self._published if done[t % self.slots] != t + 1]
+        answer = self._h["answer"]
+        return [t for t in self._published if answer[t % self.slots] >> 32 != t + 1]
 
     def _unanswered(self) -> list[int]:
         with self._lock:
@@ -312,29 +351,25 @@ class PersistentConsumer:
                     raise QueueFull(f"queue full: slot {slot} still holds ticket {t - self.slots}, "
                                     f"not collected within {timeout:g} s (collect results to free slots)")
             h = self._h
-            h["payload"][slot * self.size:(slot + 1) * self.size] = data
+            h["payload"][slot * self.row:slot * self.row + self.size] = data
             h["seq"][slot] = t + 1  # publish last: the payload is in place before the ticket
             self._published.add(t)
         return Ticket(t, slot)
 
     def result(self, ticket: Ticket, timeout: float = 1.0) -> float:
-        done, slot, mark = self._h["done"], ticket.slot, ticket.number + 1
+        slot, mark = ticket.slot, ticket.number + 1
+        address = word_address(self._h["answer"], slot)
         deadline = time.perf_counter() + timeout
-        while done[slot] != mark:
-            # A tight poll of one word in host memory; every few hundred polls, the slow checks
-            # (timeout, a dead or stopped consumer) and a yield of the GIL to other producers.
-            for _ in range(256):
-                if done[slot] == mark:
-                    break
-            else:
-                if ticket.number in self._abandoned:
-                    raise ConsumerStopped(f"ticket {ticket.number} was never answered: the consumer was stopped")
-                if self.kernel_exited() and done[slot] != mark:
-                    raise ConsumerError(f"ticket {ticket.number}: " + self._died_message())
-                if time.perf_counter() > deadline:
-                    raise ResultTimeout(f"ticket {ticket.number}: no answer within {timeout:g} s")
-                time.sleep(0)
-        value = float(self._h["result"][slot])
+        # A bounded spin without the GIL; between spins, the slow checks: the timeout, and
+        # a consumer that was stopped or died.
+        while not wait_for_mark(address, mark):
+            if ticket.number in self._abandoned:
+                raise ConsumerStopped(f"ticket {ticket.number} was never answered: the consumer was stopped")
+            if self.kernel_exited() and self._h["answer"][slot] >> 32 != mark:
+                raise ConsumerError(f"ticket {ticket.number}: " + self._died_message())
+            if time.perf_counter() > deadline:
+                raise ResultTimeout(f"ticket {ticket.number}: no answer within {timeout:g} s")
+        value = float(self._value[slot])
         with self._lock:
             if ticket.number not in self._published:
                 raise ConsumerError(f"ticket {ticket.number} was already collected")
@@ -342,6 +377,11 @@ class PersistentConsumer:
             self._collected[slot] = ticket.number
             self._slot_free.notify_all()
         return value
+
+    def gpu_span_ns(self, ticket: Ticket) -> int:
+        """GPU ns from seeing the ticket to answering it (valid until its slot is reused)."""
+        stamps = self._h["stamps"]
+        return int(stamps[2 * ticket.slot + 1] - stamps[2 * ticket.slot])
 
 
 # -- baselines: the same job, one launch per request, or a batch per launch ---------------
@@ -351,7 +391,7 @@ def dot_kernel(payloads, weights, results):
     # One block per request; the payloads are in mapped host memory, like the queue's.
     partial = cuda.shared.array(BLOCK, dtype=np.float32)
     r = cuda.blockIdx.x
-    value = block_dot(payloads, r * weights.size, weights, partial)
+    value = block_dot(payloads, r, weights, partial)
     if cuda.threadIdx.x == 0:
         results[r] = value
 
@@ -361,9 +401,11 @@ class LaunchPerRequest:
 
     def __init__(self, weights: np.ndarray, batch: int = 1):
         self.size, self.batch = weights.size, batch
-        self._payloads = _mapped_array(batch * self.size, np.float32)
+        row = -(-weights.size // 4) * 4  # the same 16-byte rows as the queue's
+        self._payloads = _mapped_array(batch * row, np.float32)
         self._results = _mapped_array(batch, np.float32)
-        self._hp, self._hr = host_view(self._payloads), host_view(self._results)
+        self._hp = host_view(self._payloads).reshape(batch, row)[:, :self.size]
+        self._hr = host_view(self._results)
         self._weights = _to_device(_check_payload(weights, weights.size))
         self._lock = threading.Lock()  # one GPU queue: concurrent callers take turns
         self._launch = dot_kernel[batch, BLOCK]
@@ -373,7 +415,7 @@ class LaunchPerRequest:
         if payloads.size != self.batch * self.size:
             raise ValueError(f"expected {self.batch} payload(s) of {self.size} float32")
         with self._lock:
-            self._hp[:] = payloads
+            self._hp[...] = payloads.reshape(self.batch, self.size)
             self._launch(self._payloads, self._weights, self._results)
             _synchronize()
             return self._hr.copy()

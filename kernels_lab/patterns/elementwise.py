@@ -193,8 +193,10 @@ def _check(x, b, alpha, out) -> tuple[int, np.float32]:
     return n, alpha32
 
 
-def _stage(name: str, n: int, grid: int, arrays_read: int) -> KernelLaunch:
-    return KernelLaunch(name, grid, BLOCK, bytes_read=arrays_read * F32 * n, bytes_written=F32 * n)
+def _stage(name: str, n: int, grid: int, arrays_read: int, load_bytes: int = 4 * F32) -> KernelLaunch:
+    # each thread issues one load of `load_bytes` per input array before it computes
+    return KernelLaunch(name, grid, BLOCK, bytes_read=arrays_read * F32 * n, bytes_written=F32 * n,
+                        read_bytes_in_flight=arrays_read * load_bytes)
 
 
 def plan_unfused(n: int) -> Plan:
@@ -204,7 +206,7 @@ def plan_unfused(n: int) -> Plan:
 
 
 def plan_fused_naive(n: int) -> Plan:
-    return Plan((_stage(kernel_name(fused_naive_kernel), n, _scalar_grid(n), 2),))
+    return Plan((_stage(kernel_name(fused_naive_kernel), n, _scalar_grid(n), 2, load_bytes=F32),))
 
 
 def plan_fused(n: int) -> Plan:

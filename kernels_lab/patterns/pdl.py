@@ -44,6 +44,7 @@ import numpy as np
 
 from ..intrinsics import globaltimer, grid_dependency_wait, launch_dependents
 from ..runtime import ON_GPU, cuda, device_facts
+from .reduce import block_max, block_sum
 
 BLOCK = 256
 PRODUCER, CONSUMER = "producer", "consumer"
@@ -94,21 +95,13 @@ def producer_kernel(data, seed, stamps):
 
 @cuda.jit(device=True, inline=True)
 def quantize_one(data, offsets, t, q, scales, absmax_sh):
-    # One block quantizes tensor t: absmax by a shared-memory tree, then scale and round.
+    # One block quantizes tensor t: absmax by a shared-memory tree (reduce.py), then scale and round.
     tid = cuda.threadIdx.x
     lo, hi = offsets[t], offsets[t + 1]
     m = np.float32(0)
     for i in range(lo + tid, hi, cuda.blockDim.x):
         m = max(m, abs(data[i]))
-    absmax_sh[tid] = m
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if tid < step:
-            absmax_sh[tid] = max(absmax_sh[tid], absmax_sh[tid + step])
-        cuda.syncthreads()
-        step //= 2
-    absmax = absmax_sh[0]
+    absmax = block_max(m, absmax_sh)
     scale = absmax / np.float32(127) if absmax > 0 else np.float32(1)
     for i in range(lo + tid, hi, cuda.blockDim.x):
         v = round(data[i] / scale)
@@ -161,16 +154,9 @@ def consumer_kernel(q, offsets, scales, checksums, stamps, k, wait):
     acc = np.float32(0)
     for i in range(offsets[t] + tid, offsets[t + 1], cuda.blockDim.x):
         acc += np.float32(q[i])
-    acc_sh[tid] = acc
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if tid < step:
-            acc_sh[tid] += acc_sh[tid + step]
-        cuda.syncthreads()
-        step //= 2
+    total = block_sum(acc, acc_sh)
     if tid == 0:
-        checksums[t] = acc_sh[0] * scales[t]
+        checksums[t] = total * scales[t]
     _stamp_end(stamps, k)
 
 

@@ -5,7 +5,9 @@ Modes, all serving the same dot-product job from payloads in mapped host memory:
   persistent  the persistent consumer doing the job
   launch      one dot_kernel launch (numba dispatch) and a synchronize per request
   batch8      one launch per 8 requests (throughput: 8 answers per launch; latency: the batch's)
-Latency: one producer, requests back to back, p50 / p90 / p99 of the host round trip.
+Latency: one producer, requests back to back, p50 / p90 / p99 of the host round trip, and for
+the persistent modes the GPU's own share (gpu_us_p50: %globaltimer from seeing the request to
+answering it); the rest is the host's code and the PCIe bus.
 Throughput: 1, 2, 4 producer threads for a fixed time, answers per second.
 """
 
@@ -31,7 +33,9 @@ def _percentiles(samples_s: list[float]) -> dict[str, Any]:
             "latency_quantiles_us": [float(q) for q in np.percentile(us, np.linspace(0, 100, 101))]}
 
 
-def _latency(call: Callable[[np.ndarray], float], payloads: list[np.ndarray], warmup: int = 50) -> list[float]:
+def _latency(call: Callable[[np.ndarray], Any], payloads: list[np.ndarray], warmup: int = 50,
+             after: Callable[[], None] | None = None) -> list[float]:
+    """Host round trips of back-to-back requests; `after` runs outside the timed region."""
     for p in payloads[:warmup]:
         call(p)
     out = []
@@ -39,6 +43,8 @@ def _latency(call: Callable[[np.ndarray], float], payloads: list[np.ndarray], wa
         t0 = time.perf_counter()
         call(p)
         out.append(time.perf_counter() - t0)
+        if after:
+            after()
     return out
 
 
@@ -78,11 +84,18 @@ def measure_consumer(payload_floats=(256, 1024, 4096), producers=(1, 2, 4), requ
         payloads = [rng.standard_normal(size).astype(np.float32) for _ in range(requests)]
         for mode in ("ideal", "persistent", "launch", "batch8"):
             print(f"consumer benchmark: {mode}, payload {4 * size} B", file=sys.stderr, flush=True)
+            gpu_ns: list[int] = []
+            after = None
             if mode in ("ideal", "persistent"):
                 server = PersistentConsumer(w, slots=64, blocks=blocks, echo=(mode == "ideal")).start()
+                last: list[Any] = [None]
 
-                def call(p, s=server):
-                    return s.result(s.submit(p, timeout=5), timeout=5)
+                def call(p, s=server, last=last):
+                    last[0] = s.submit(p, timeout=5)
+                    return s.result(last[0], timeout=5)
+
+                def after(s=server, last=last):
+                    gpu_ns.append(s.gpu_span_ns(last[0]))
                 answers, close = 1, server.stop
             else:
                 batch = 8 if mode == "batch8" else 1
@@ -96,7 +109,9 @@ def measure_consumer(payload_floats=(256, 1024, 4096), producers=(1, 2, 4), requ
                 want = reference(payloads[0], w)
                 if not np.isclose(got, want, rtol=1e-3, atol=1e-3):
                     raise RuntimeError(f"consumer benchmark: {mode} answered {got}, expected {want}")
-            lat = _percentiles(_latency(call, payloads))
+            lat = _percentiles(_latency(call, payloads, after=after))
+            if gpu_ns:  # the GPU's share: from seeing the request to its answer leaving
+                lat["gpu_us_p50"] = float(np.median(gpu_ns)) / 1e3
             for k in producers:
                 rps = _throughput(call, payloads[1], k, seconds, answers)
                 records.append({"kind": "consumer", "mode": mode, "payload_bytes": 4 * size, "producers": k,

@@ -99,6 +99,8 @@ def measure_workload(workload: Workload, n: int, variants: Sequence[str] | None 
             launch()
         _require_correct(workload, variant, dev_out, ref, "")
         plan = variant.plan(n)
+        facts = device_facts()
+        resident = facts.sm_count * facts.threads_per_sm
         records.append({
             "workload": workload.name, "variant": variant.name, "pattern": variant.pattern, "n": n,
             "launches": len(seen), "launches_planned": plan.n_launches,
@@ -109,6 +111,7 @@ def measure_workload(workload: Workload, n: int, variants: Sequence[str] | None 
             "bytes_traced_write": trace.bytes_written if trace is not None else None,
             "kernels": [k.kernel for k in plan.launches],
             "kernel_bytes": [k.bytes_read + k.bytes_written for k in plan.launches],
+            "kernel_bytes_in_flight": [k.device_bytes_in_flight(resident) for k in plan.launches],
             "time_ms": None, "time_ms_q1": None, "time_ms_q3": None, "GBs": None,
             "host_us_per_launch": None,
         })

@@ -118,7 +118,9 @@ def sweep_time(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: st
     ax.set_ylabel("median device time (ms)")
     fit = next((r for r in records if "model_launch_us" in r), None)
     if fit:
-        ax.text(0.99, 0.02, f"points: measured (quartile bars)\nlines: model, bandwidth = copy ceiling,\n"
+        latency = (f", DRAM latency {fit['model_latency_ns']:.0f} ns (Little's law)"
+                   if fit.get("model_latency_ns") else "")
+        ax.text(0.99, 0.02, f"points: measured (quartile bars)\nlines: model, bandwidth <= copy ceiling{latency},\n"
                 f"fixed kernel cost {fit['model_fixed_kernel_us']:.1f} us, exposed launch cost "
                 f"{fit['model_launch_us']:.1f} us", transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
     ax.legend(fontsize=8)

@@ -2,17 +2,25 @@
 
     time ~ launches x launch cost + bytes / bandwidth
 
-made concrete, with the bandwidth measured (the copy ceiling of the same run) and two
-launch costs fitted to the sweep (a grid search, reported beside the figure):
-  a  the fixed device cost of one kernel (launch, ramp-up, drain);
-  c  what each dependent launch after the first exposes of the host's dispatch time
-     (numba dispatch takes ~30 us; part of it hides behind the GPU's previous work).
-Kernel k costs the GPU t_k = a + bytes_k / bandwidth, and cannot start before the host
-has issued it, so   time = t_1 + sum over k >= 2 of max(t_k, c).
-Small n: c dominates (launch-bound); large n: the bytes do (bandwidth-bound); a chain
-crosses over where bytes_k / bandwidth = c. A variant that cannot reach the copy ceiling
-(4-byte accesses) runs slower than the model: for it the model is a bound, and the gap is
-the lesson.
+made concrete. Kernel k costs the GPU
+
+    t_k = a + L + max(bytes_k / ceiling, L x (bytes_k / in_flight_k - 1))
+
+  ceiling      the copy ceiling measured in the same run (GB/s);
+  a            the fixed device cost of one kernel (launch, ramp-up, drain): fitted;
+  L            the loaded DRAM latency: every kernel waits one round trip, then streams its
+               bytes at the ceiling, or, when its threads keep too few bytes in flight, at
+               one round trip per in_flight_k bytes (Little's law). in_flight_k comes from
+               the plan: bytes each thread loads before it needs them x the threads resident
+               at once. Fitted; a physical number to check (H200 DRAM: several hundred ns);
+  c            what each dependent launch after the first exposes of the host's dispatch
+               time (numba dispatch takes ~20-30 us; part of it hides behind the GPU's
+               previous work): fitted.
+A kernel cannot start before the host has issued it, so time = t_1 + sum over k >= 2 of
+max(t_k, c). Small n: c dominates (launch-bound); large n: the bytes do (bandwidth-bound);
+a chain crosses over where bytes_k / bandwidth = c. A kernel with few bytes in flight per
+thread (4-byte loads) meets the Little's-law bound before the copy ceiling: that is the
+gap between fused_naive and fused, and the lesson.
 """
 
 from __future__ import annotations
@@ -31,21 +39,42 @@ from .measure import measure_workload, progress
 DEFAULT_SIZES = tuple(1 << k for k in range(12, 28, 2)) + (1 << 27,)
 
 
-def model_time_ms(kernel_bytes: Sequence[int], ceiling_GBs: float, fixed_ms: float, launch_ms: float) -> float:
-    t = [fixed_ms + b / (ceiling_GBs * 1e6) for b in kernel_bytes]
-    return t[0] + sum(max(tk, launch_ms) for tk in t[1:]) if t else 0.0
+def model_time_ms(kernel_bytes: Sequence[int], ceiling_GBs: float, fixed_ms: float, launch_ms: float,
+                  latency_ms: float = 0.0, in_flight: Sequence[int] | None = None) -> float:
+    """The model's time for one chain of kernels (in_flight: device-wide bytes per kernel, 0 = unknown)."""
+    return float(_model(kernel_bytes, in_flight, ceiling_GBs, np.float64(fixed_ms), np.float64(launch_ms),
+                        np.float64(latency_ms)))
 
 
-def fit_launch_costs(records: Sequence[dict[str, Any]], ceiling_GBs: float) -> tuple[float, float]:
-    """(a, c) in ms minimising the mean |log(model / measured)| over the records."""
-    best, best_err = (0.0, 0.0), math.inf
-    for a in np.linspace(0, 0.010, 41):
-        for c in np.linspace(0, 0.040, 81):
-            err = float(np.mean([abs(math.log(model_time_ms(r["kernel_bytes"], ceiling_GBs, a, c) / r["time_ms"]))
-                                   for r in records]))
-            if err < best_err:
-                best, best_err = (float(a), float(c)), err
-    return best
+def _model(kernel_bytes, in_flight, ceiling_GBs, a, c, latency):
+    """Vectorised over numpy grids of a, c and latency (all in ms)."""
+    in_flight = in_flight or [0] * len(kernel_bytes)
+    total = None
+    for b, f in zip(kernel_bytes, in_flight):
+        stream = b / (ceiling_GBs * 1e6)  # ms at the ceiling (GB/s = 1e6 bytes per ms)
+        if f:  # too few bytes in flight: one round trip per f bytes
+            stream = np.maximum(stream, latency * (b / f - 1))
+        t = a + latency + stream
+        total = t if total is None else total + np.maximum(t, c)
+    return total if total is not None else 0.0 * a
+
+
+FIXED_GRID_MS = np.linspace(0, 0.008, 33)    # a: 0 .. 8 us
+LAUNCH_GRID_MS = np.linspace(0, 0.040, 81)   # c: 0 .. 40 us
+LATENCY_GRID_MS = np.linspace(0, 0.0015, 31)  # L: 0 .. 1.5 us (0 first: preferred on ties)
+
+
+def fit_model(records: Sequence[dict[str, Any]], ceiling_GBs: float) -> tuple[float, float, float]:
+    """(a, c, L) in ms minimising the mean |log(model / measured)| over the records (grid search)."""
+    # without declared bytes in flight, L would only add to a: leave it out
+    declared = any(any(r.get("kernel_bytes_in_flight") or ()) for r in records)
+    a, c, lat = np.meshgrid(FIXED_GRID_MS, LAUNCH_GRID_MS, LATENCY_GRID_MS if declared else [0.0], indexing="ij")
+    err = np.zeros_like(a)
+    for r in records:
+        err += np.abs(np.log(_model(r["kernel_bytes"], r.get("kernel_bytes_in_flight"), ceiling_GBs, a, c, lat)
+                             / r["time_ms"]))
+    i = np.unravel_index(np.argmin(err), err.shape)
+    return float(a[i]), float(c[i]), float(lat[i])
 
 
 def add_model(records: list[dict[str, Any]], ceiling_GBs: float | None) -> None:
@@ -53,11 +82,11 @@ def add_model(records: list[dict[str, Any]], ceiling_GBs: float | None) -> None:
     timed = [r for r in records if r.get("time_ms") and r.get("kernel_bytes")]
     if not ceiling_GBs or not timed:
         return
-    a, c = fit_launch_costs(timed, ceiling_GBs)
+    a, c, lat = fit_model(timed, ceiling_GBs)
     for r in timed:
-        r["time_ms_model"] = model_time_ms(r["kernel_bytes"], ceiling_GBs, a, c)
+        r["time_ms_model"] = model_time_ms(r["kernel_bytes"], ceiling_GBs, a, c, lat, r.get("kernel_bytes_in_flight"))
         r["model_error"] = r["time_ms_model"] / r["time_ms"] - 1
-        r["model_fixed_kernel_us"], r["model_launch_us"] = a * 1e3, c * 1e3
+        r["model_fixed_kernel_us"], r["model_launch_us"], r["model_latency_ns"] = a * 1e3, c * 1e3, lat * 1e6
 
 
 def sweep(workload: Workload, sizes: Sequence[int], *, json_path: str | Path, ceiling_GBs: float | None,
