@@ -175,7 +175,7 @@ def device_facts() -> DeviceFacts:
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     _free, total = cuda.current_context().get_memory_info()
     return DeviceFacts("gpu", name, tuple(dev.compute_capability), int(dev.MULTIPROCESSOR_COUNT),
-                       int(dev.L2_CACHE_SIZE), int(total), int(dev.MAX_THREADS_PER_MULTI_PROCESSOR))
+                       int(dev.L2_CACHE_SIZE), int(total), int(dev.MAX_THREADS_PER_MULTIPROCESSOR))
 
 
 def free_device_memory() -> int | None:
