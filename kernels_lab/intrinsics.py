@@ -8,6 +8,8 @@
   load_acquire_sys(a, i)  int32 a[i] with ld.acquire.sys: a poll the compiler cannot hoist and the caches
                           cannot answer from a stale line; later loads are ordered after it
   load_relaxed_sys(a, i)  float32 a[i] with ld.relaxed.sys: coherent with the host's writes (payloads)
+  poll_relaxed_sys(a, i)  int32 a[i] with ld.relaxed.sys: a poll that is re-read every time but orders
+                          nothing (a fence must follow before reading what it announces)
   load4_relaxed_sys(a, v) four float32 a[4v:4v+4] as ONE 16-byte ld.relaxed.sys (payloads over PCIe:
                           no memory clobber, so several can be in flight before the first is used)
   float_bits(x)           the int32 bit pattern of a float32 (to pack a value and a mark in one store)
@@ -42,6 +44,9 @@ if ON_SIMULATOR:
         return a[i]
 
     def load_relaxed_sys(a, i):
+        return a[i]
+
+    def poll_relaxed_sys(a, i):
         return a[i]
 
     def load4_relaxed_sys(a, v):
@@ -154,6 +159,7 @@ else:
 
     load_acquire_sys = _scalar_load("ld.acquire.sys.global.s32", types.int32, ir.IntType(32), "r")
     load_relaxed_sys = _scalar_load("ld.relaxed.sys.global.f32", types.float32, ir.FloatType(), "f")
+    poll_relaxed_sys = _scalar_load("ld.relaxed.sys.global.s32", types.int32, ir.IntType(32), "r")
 
     @intrinsic
     def load4_relaxed_sys(typingctx, a, v):

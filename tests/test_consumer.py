@@ -113,8 +113,10 @@ def test_ragged_payload_and_echo_mode(rng):
             t = c.submit(p, timeout=30)
             assert c.result(t, timeout=30) == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-4)
             assert c.gpu_span_ns(t) >= 0
-    with C.PersistentConsumer(w, slots=2, idle_timeout_s=30, echo=True) as c:
+    with C.PersistentConsumer(w, slots=2, idle_timeout_s=30, echo=True, poll="relaxed") as c:
         assert c.result(c.submit(rng.standard_normal(P + 1).astype(np.float32)), timeout=30) == 0.0
+    with pytest.raises(ValueError, match="poll 'spin'"):
+        C.PersistentConsumer(w, poll="spin")
 
 
 def test_host_wait_sees_another_threads_write_and_is_bounded():
@@ -133,10 +135,10 @@ def test_host_wait_sees_another_threads_write_and_is_bounded():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("size", [1024, 4099])
-def test_gpu_consumer_with_several_blocks(size, rng):
+@pytest.mark.parametrize("size,poll", [(1024, "acquire"), (4099, "acquire"), (1024, "relaxed"), (4099, "relaxed")])
+def test_gpu_consumer_with_several_blocks(size, poll, rng):
     w = rng.standard_normal(size).astype(np.float32)
-    with C.PersistentConsumer(w, slots=32, blocks=4, idle_timeout_s=10) as c:
+    with C.PersistentConsumer(w, slots=32, blocks=4, idle_timeout_s=10, poll=poll) as c:
         for _ in range(200):
             p = rng.standard_normal(size).astype(np.float32)
             assert c.result(c.submit(p), timeout=5) == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-3)

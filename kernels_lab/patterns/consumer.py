@@ -57,13 +57,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..hostwait import wait_for_mark, warm_up, word_address
-from ..intrinsics import float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_relaxed_sys
+from ..intrinsics import (float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_relaxed_sys,
+                          poll_relaxed_sys)
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
 from .reduce import block_sum
 
@@ -117,58 +117,81 @@ def block_dot(payload, row, weights, partial):
     return block_sum(acc, partial)
 
 
-@cuda.jit
-def consumer_kernel(seq, answer, payload, ctrl, status, stamps, weights, idle_ns, echo):
-    # On chip: the weights stay in device memory for the whole run; the block's partial sums
-    # in shared memory. Through PCIe: each request's payload in, one 8-byte answer out.
-    block, nblocks, tid = cuda.blockIdx.x, cuda.gridDim.x, cuda.threadIdx.x
-    command = cuda.shared.array(1, dtype=np.int32)
-    partial = cuda.shared.array(BLOCK, dtype=np.float32)
-    slots = seq.size
-    ticket = block
-    served = 0
-    polls = 0
-    seen = np.int64(0)
-    while True:
-        slot = ticket % slots
+POLLS = ("acquire", "relaxed")
+
+
+def make_consumer_kernel(poll: str):
+    """The consumer, with its poll load chosen at compile time:
+    'acquire'  every poll an ld.acquire.sys: it orders the payload reads after it by itself;
+    'relaxed'  every poll an ld.relaxed.sys (no ordering), then one system fence once work is seen.
+    """
+    if poll not in POLLS:
+        raise ValueError(f"poll {poll!r}: expected one of {POLLS}")
+    relaxed = poll == "relaxed"
+
+    @cuda.jit(device=True, inline=True)
+    def poll_word(a, i):
+        return poll_relaxed_sys(a, i) if relaxed else load_acquire_sys(a, i)
+
+    def consumer_kernel(seq, answer, payload, ctrl, status, stamps, weights, idle_ns, echo):
+        # On chip: the weights stay in device memory for the whole run; the block's partial sums
+        # in shared memory. Through PCIe: each request's payload in, one 8-byte answer out.
+        block, nblocks, tid = cuda.blockIdx.x, cuda.gridDim.x, cuda.threadIdx.x
+        command = cuda.shared.array(1, dtype=np.int32)
+        partial = cuda.shared.array(BLOCK, dtype=np.float32)
+        slots = seq.size
+        ticket = block
+        served = 0
+        polls = 0
+        seen = np.int64(0)
+        while True:
+            slot = ticket % slots
+            if tid == 0:
+                cmd = 0
+                start = globaltimer()
+                while cmd == 0:  # bounded: ends on work, on the leave word, or when the idle budget is spent
+                    # a .sys load is re-read every time: never hoisted, never a stale cached line
+                    if poll_word(seq, slot) == ticket + 1:
+                        cmd = _WORK
+                    elif (polls & 31) == 31 and poll_word(ctrl, 0) != 0:
+                        cmd = _STOP  # checked after the queue, so work already published drains first
+                    elif globaltimer() - start > idle_ns:
+                        cmd = _IDLE
+                    polls += 1
+                if relaxed:
+                    cuda.threadfence_system()  # the payload reads below come after the poll that saw it
+                seen = globaltimer()
+                command[0] = cmd
+            cuda.syncthreads()
+            if command[0] != _WORK:
+                break
+            value = np.float32(0) if echo else block_dot(payload, slot, weights, partial)
+            if tid == 0:
+                mark = np.int64(ticket + 1) << 32
+                answer[slot] = mark | (np.int64(float_bits(value)) & 0xFFFFFFFF)
+                answered = globaltimer()
+                cuda.threadfence_system()  # push the answer out now (posted writes may linger)
+                stamps[2 * slot] = seen
+                stamps[2 * slot + 1] = answered
+                served += 1
+                status[block, 0] = served
+                status[block, 1] = polls
+            cuda.syncthreads()  # command and partial are reused by the next request
+            ticket += nblocks
         if tid == 0:
-            cmd = 0
-            start = globaltimer()
-            while cmd == 0:  # bounded: ends on work, on the leave word, or when the idle budget is spent
-                # ld.acquire.sys: re-read every time (never hoisted, never a stale cached line),
-                # and the payload reads after it are ordered after it.
-                if load_acquire_sys(seq, slot) == ticket + 1:
-                    cmd = _WORK
-                elif (polls & 31) == 31 and load_acquire_sys(ctrl, 0) != 0:
-                    cmd = _STOP  # checked after the queue, so work already published drains first
-                elif globaltimer() - start > idle_ns:
-                    cmd = _IDLE
-                polls += 1
-            seen = globaltimer()
-            command[0] = cmd
-        cuda.syncthreads()
-        if command[0] != _WORK:
-            break
-        value = np.float32(0) if echo else block_dot(payload, slot, weights, partial)
-        if tid == 0:
-            mark = np.int64(ticket + 1) << 32
-            answer[slot] = mark | (np.int64(float_bits(value)) & 0xFFFFFFFF)
-            cuda.threadfence_system()  # push the answer out now (posted writes may linger)
-            stamps[2 * slot] = seen
-            stamps[2 * slot + 1] = globaltimer()
-            served += 1
+            if command[0] == _IDLE:
+                ctrl[0] = 2  # one block gone means its tickets would never be served: all leave
             status[block, 0] = served
             status[block, 1] = polls
-        cuda.syncthreads()  # command and partial are reused by the next request
-        ticket += nblocks
-    if tid == 0:
-        if command[0] == _IDLE:
-            ctrl[0] = 2  # one block gone means its tickets would never be served: all leave
-        status[block, 0] = served
-        status[block, 1] = polls
-        status[block, 3] = ticket
-        cuda.threadfence_system()
-        status[block, 2] = EXIT_IDLE_BUDGET if command[0] == _IDLE else EXIT_STOPPED
+            status[block, 3] = ticket
+            cuda.threadfence_system()
+            status[block, 2] = EXIT_IDLE_BUDGET if command[0] == _IDLE else EXIT_STOPPED
+
+    consumer_kernel.__name__ = consumer_kernel.__qualname__ = f"consumer_{poll}"
+    return cuda.jit(consumer_kernel)
+
+
+CONSUMER_KERNELS = {poll: make_consumer_kernel(poll) for poll in POLLS}
 
 
 class ConsumerError(RuntimeError):
@@ -187,8 +210,7 @@ class ConsumerStopped(ConsumerError):
     pass
 
 
-@dataclass(frozen=True)
-class Ticket:
+class Ticket(NamedTuple):  # a NamedTuple: cheaper to make than a dataclass, on the hot path
     number: int
     slot: int
 
@@ -215,8 +237,11 @@ class PersistentConsumer:
     """
 
     def __init__(self, weights: np.ndarray, slots: int = 64, blocks: int | None = None,
-                 idle_timeout_s: float = 10.0, echo: bool = False):
+                 idle_timeout_s: float = 10.0, echo: bool = False, poll: str = "acquire"):
         weights = np.asarray(weights)
+        if poll not in POLLS:
+            raise ValueError(f"poll {poll!r}: expected one of {POLLS}")
+        self._kernel = CONSUMER_KERNELS[poll]
         if weights.ndim != 1 or weights.size == 0:
             raise ValueError(f"weights: shape {weights.shape}; a non-empty 1-D vector is required")
         weights = _check_payload(weights, weights.size)
@@ -237,13 +262,17 @@ class PersistentConsumer:
         self._h = {k: host_view(v) for k, v in self._d.items()}
         for v in self._h.values():
             v[...] = 0
-        self._value = self._h["answer"].view(np.float32)[0::2]  # the low half of each answer word (little-endian)
+        # hot-path handles: the answer words' address, the value halves (little-endian low words)
+        self._seq, self._payload, self._answer, self._ctrl = (self._h[k] for k in ("seq", "payload", "answer", "ctrl"))
+        self._answer_address = word_address(self._answer, 0)
+        self._value = self._answer.view(np.float32)[0::2]
         self._weights = _to_device(weights)
         self._idle_ns = int(idle_timeout_s * 1e9)
         self._lock = threading.Lock()
         self._slot_free = threading.Condition(self._lock)
         self._next = itertools.count()
-        self._collected = np.full(slots, -1, dtype=np.int64)  # last ticket collected per slot
+        self._collected = [-1] * slots  # last ticket collected per slot
+        self._waiting = 0  # submitters waiting for a slot (notify only when someone waits)
         self._published: set[int] = set()
         self._abandoned: set[int] = set()
         self._state = "new"
@@ -259,11 +288,11 @@ class PersistentConsumer:
         args = (d["seq"], d["answer"], d["payload"], d["ctrl"], d["status"], d["stamps"], self._weights,
                 np.int64(self._idle_ns), np.int32(self.echo))
         if ON_SIMULATOR:
-            self._thread = threading.Thread(target=lambda: consumer_kernel[1, BLOCK](*args), daemon=True)
+            self._thread = threading.Thread(target=lambda: self._kernel[1, BLOCK](*args), daemon=True)
             self._thread.start()
         else:
             self._stream = _stream()
-            consumer_kernel[self.blocks, BLOCK, self._stream](*args)
+            self._kernel[self.blocks, BLOCK, self._stream](*args)
             self._finished = _event(timing=False)
             self._finished.record(self._stream)
         self._state = "running"
@@ -340,32 +369,39 @@ class PersistentConsumer:
         with self._lock:
             if self._state != "running":
                 raise ConsumerStopped(f"submit(): the consumer is {self._state}")
-            if self._exit_codes_set() or (ON_SIMULATOR and not self._thread.is_alive()):
+            if self._ctrl[0] == 2 or (ON_SIMULATOR and not self._thread.is_alive()):  # 2: a block ran out of budget
                 raise ConsumerError("submit(): " + self._died_message())
             t = next(self._next)
             slot = t % self.slots
-            deadline = time.monotonic() + timeout
-            while t >= self.slots and self._collected[slot] != t - self.slots:
+            if t >= self.slots and self._collected[slot] != t - self.slots:
+                self._wait_for_slot(t, slot, timeout)
+            self._payload[slot * self.row:slot * self.row + self.size] = data
+            self._seq[slot] = t + 1  # publish last: the payload is in place before the ticket
+            self._published.add(t)
+        return Ticket(t, slot)
+
+    def _wait_for_slot(self, t: int, slot: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        self._waiting += 1
+        try:
+            while self._collected[slot] != t - self.slots:
                 if self._state != "running" or not self._slot_free.wait(max(0.0, deadline - time.monotonic())):
                     self._next = itertools.count(t)  # the ticket was never used: hand it out again
                     raise QueueFull(f"queue full: slot {slot} still holds ticket {t - self.slots}, "
                                     f"not collected within {timeout:g} s (collect results to free slots)")
-            h = self._h
-            h["payload"][slot * self.row:slot * self.row + self.size] = data
-            h["seq"][slot] = t + 1  # publish last: the payload is in place before the ticket
-            self._published.add(t)
-        return Ticket(t, slot)
+        finally:
+            self._waiting -= 1
 
     def result(self, ticket: Ticket, timeout: float = 1.0) -> float:
         slot, mark = ticket.slot, ticket.number + 1
-        address = word_address(self._h["answer"], slot)
+        address = self._answer_address + 8 * slot
         deadline = time.perf_counter() + timeout
         # A bounded spin without the GIL; between spins, the slow checks: the timeout, and
         # a consumer that was stopped or died.
         while not wait_for_mark(address, mark):
             if ticket.number in self._abandoned:
                 raise ConsumerStopped(f"ticket {ticket.number} was never answered: the consumer was stopped")
-            if self.kernel_exited() and self._h["answer"][slot] >> 32 != mark:
+            if self.kernel_exited() and self._answer[slot] >> 32 != mark:
                 raise ConsumerError(f"ticket {ticket.number}: " + self._died_message())
             if time.perf_counter() > deadline:
                 raise ResultTimeout(f"ticket {ticket.number}: no answer within {timeout:g} s")
@@ -375,7 +411,8 @@ class PersistentConsumer:
                 raise ConsumerError(f"ticket {ticket.number} was already collected")
             self._published.discard(ticket.number)
             self._collected[slot] = ticket.number
-            self._slot_free.notify_all()
+            if self._waiting:
+                self._slot_free.notify_all()
         return value
 
     def gpu_span_ns(self, ticket: Ticket) -> int:
