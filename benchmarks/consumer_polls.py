@@ -8,7 +8,6 @@ p50 / p99 of the host round trip and the GPU's own p50 (seen -> answer stored).
 Usage: python benchmarks/consumer_polls.py OUT.json
 """
 
-import json
 import sys
 import time
 
@@ -16,7 +15,7 @@ import numpy as np
 
 from kernels_lab.hostwait import wait_for_mark
 from kernels_lab.patterns.consumer import PersistentConsumer
-from kernels_lab.profile.results import make_meta
+from kernels_lab.profile.results import dump, make_meta
 
 
 def stats(samples, gpu):
@@ -59,12 +58,10 @@ def main(path):
                     want = float(payloads[-1].astype(np.float64) @ w.astype(np.float64))
                     assert abs(value - want) < 1e-3 * max(1, abs(want)), (value, want)
                 c.stop()
-            row = {"poll": poll, "mode": mode, **stats(lat, gpu)}
+            row = {"kind": "consumer_poll", "poll": poll, "mode": mode, "payload_bytes": 4 * size, **stats(lat, gpu)}
             print(row, flush=True)
             rows.append(row)
-    meta = make_meta("python benchmarks/consumer_polls.py", None)
-    with open(path, "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    dump(make_meta(f"python benchmarks/consumer_polls.py {path}", None), rows, path)
 
 
 if __name__ == "__main__":

@@ -220,6 +220,26 @@ def consumer_throughput(records: Sequence[dict[str, Any]], meta: dict[str, Any],
     return _save(fig, path)
 
 
+def consumer_breakdown(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """Where a round trip goes: p50 per poll kind and mode, the GPU's own share marked."""
+    recs = [r for r in records if r.get("kind") == "consumer_poll"]
+    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.45 * len(recs)))
+    for row, r in enumerate(recs):
+        gpu = r.get("gpu_us_p50") or 0.0
+        ax.barh(row, gpu, color=PATTERN_COLORS["persistent"], label="GPU: request seen -> answer stored" if row == 0 else None)
+        ax.barh(row, r["p50_us"] - gpu, left=gpu, color="#c7c7c7",
+                label="host code + PCIe both ways + poll delay" if row == 0 else None)
+        ax.text(r["p50_us"], row, f" {r['p50_us']:.1f} us (p99 {r['p99_us']:.1f})", va="center", fontsize=7)
+    ax.set_yticks(range(len(recs)), [f"{r['poll']}: {r['mode']}" for r in recs], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("median round trip (us)")
+    ax.set_xlim(0, 1.35 * max((r["p50_us"] for r in recs), default=1))
+    ax.legend(fontsize=7, loc="lower right")
+    _style(ax, "persistent consumer: where a round trip goes (1 KiB payload, one producer)")
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
 def pdl_timeline(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path,
                  size_class: str = "tiny") -> Path:
     """Gantt chart per variant (kernels as rows, us on x) from the %globaltimer block stamps."""
@@ -280,6 +300,8 @@ def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
         made.append(pdl_summary(records, meta, out_dir / f"{stem}_e2e.png"))
         for cls in dict.fromkeys(r["size_class"] for r in records if r.get("kind") == "pdl" and r.get("timeline")):
             made.append(pdl_timeline(records, meta, out_dir / f"{stem}_timeline_{cls}.png", cls))
+    if any(r.get("kind") == "consumer_poll" for r in records):
+        made.append(consumer_breakdown(records, meta, out_dir / f"{stem}_breakdown.png"))
     if any(r.get("kind") == "consumer" for r in records):
         made.append(consumer_latency_cdf(records, meta, out_dir / f"{stem}_latency.png"))
         made.append(consumer_throughput(records, meta, out_dir / f"{stem}_throughput.png"))
