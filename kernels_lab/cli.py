@@ -233,8 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("grade", help="grade student submissions (each in a sandboxed child process)",
                        description="Grade submissions for EXERCISE: correctness on public and hidden cases at odd "
                                    "sizes and several launch configurations, race detection under perturbed "
-                                   "schedules, launch and traffic budgets, an sm_90 compile gate; a hang, crash or "
-                                   "import error becomes a grade with an explanation.")
+                                   "schedules, launch and traffic budgets, an sm_90 compile gate; on a GPU also "
+                                   "compute-sanitizer memcheck and racecheck, and speed against the reference "
+                                   "solution (interleaved runs, classed faster / same / slower / unclear; grade "
+                                   "with --workers 1 for the cleanest timings). A hang, crash or import error "
+                                   "becomes a grade with an explanation.")
     g.add_argument("exercise", nargs="?", help="which exercise (see --list)")
     g.add_argument("submissions", nargs="*", type=Path, help=".py files, lesson .ipynb files, or folders of them")
     g.add_argument("--list", action="store_true", help="list the exercises")

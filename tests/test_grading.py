@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kernels_lab.grading import report
@@ -159,3 +160,39 @@ def test_batch_grading_writes_a_gradebook(tmp_path):
     rows = (tmp_path / "book.csv").read_text().splitlines()
     assert rows[0].startswith("submission,exercise,score,max_score,outcome") and len(rows) == 4
     assert any("fuse_import_error.py" in r and "import_error" in r for r in rows)
+
+
+def test_speed_is_classed_conservatively_from_interleaved_ratios():
+    from kernels_lab.grading.speed import classify, points_for
+    rng = np.random.default_rng(5)
+    ref = 1.0 + 0.01 * rng.standard_normal(40)
+    assert classify(0.5 * ref, ref).label == "faster"
+    assert classify(1.5 * ref, ref).label == "slower"
+    assert classify(ref * (1 + 0.01 * rng.standard_normal(40)), ref).label == "same"
+    noisy = ref * rng.choice([0.7, 1.3], 40)  # a spread that backs no claim
+    v = classify(noisy, ref)
+    assert v.label == "unclear" and "quartiles" in v.describe()
+    assert points_for(classify(1.5 * ref, ref), 1) == 0 and points_for(v, 1) == 1
+
+
+def test_on_the_simulator_gpu_only_checks_say_so_and_cost_nothing():
+    from kernels_lab.grading.sanitizer import sanitize
+    assert sanitize(get_exercise("fuse_chain"), "", "memcheck").status == "skipped"
+    g = _grade("fuse_chain", "fuse_correct")
+    speed = _test(g, "speed")
+    assert speed.status == "skipped" and speed.max_score == 0 and "GPU only" in speed.output
+    assert [e["name"] for e in g.leaderboard] == ["score"]
+
+
+@pytest.mark.gpu
+def test_gpu_grading_times_against_the_reference_and_runs_the_sanitizers():
+    g = _grade("fuse_chain", "fuse_correct")
+    speed = _test(g, "speed")
+    assert speed.max_score == 1 and "reference's time" in speed.output
+    assert any(e["name"] == "time vs reference" and e["value"] > 0 for e in g.leaderboard)
+    assert "memcheck (compute-sanitizer): clean" in _test(g, "correct (public)").output
+    unguarded = _grade("fuse_chain", "fuse_no_bounds_guard")
+    assert _test(unguarded, "correct (public)").score == 0 and "memcheck" in _test(unguarded, "correct (public)").output
+    racy = _grade("block_sums", "block_sums_no_barrier")
+    assert _test(racy, "no race under perturbed schedules").score == 0
+    assert _test(_grade("block_sums", "block_sums_correct"), "no race under perturbed schedules").status == "passed"

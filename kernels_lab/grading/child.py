@@ -95,7 +95,25 @@ def main(job_path: str, report_path: str) -> int:
     for case in job["cases"]:
         report["cases"].append(run_case(entry, job["kind"], job["argument_order"], case))
         save()
+    if job.get("speed"):
+        report["speed"] = run_speed(entry, job["argument_order"], job["speed"])
+        save()
     return 0
+
+
+def run_speed(entry, argument_order, spec: dict) -> dict:
+    """Time the student's kernel against the reference, interleaved (GPU): times and the student's output."""
+    from kernels_lab.arrays import poisoned, to_device
+    from kernels_lab.grading.speed import load_reference, measure
+    try:
+        dev_in = to_device(spec["inputs"])
+        mine, theirs = poisoned(spec["output_specs"]), poisoned(spec["output_specs"])
+        args = [[outs[k] if k in outs else dev_in[k] for k in argument_order] for outs in (mine, theirs)]
+        times = measure(entry, load_reference(spec["reference"]), *args, spec["config"], spec["reference_config"],
+                        spec["reps"])
+        return {**times, "outputs": {k: v.copy_to_host() for k, v in mine.items()}, "error": None}
+    except Exception as e:  # noqa: BLE001  (a kernel that fails here loses the speed check only)
+        return {"error": _describe(e)}
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..patterns import elementwise
+from .speed import SpeedSpec
 
 Config = Callable[[int], tuple[int, int]]
 
@@ -50,6 +51,7 @@ class Exercise:
     max_bytes: Callable[[int], int] | None = None  # global traffic budget (the reference plan)
     race_seeds: tuple[int, ...] = ()               # perturbed-schedule reruns (simulator)
     points: dict[str, float] = field(default_factory=dict)
+    speed: SpeedSpec | None = None                 # the "speed" check's size and reference (GPU)
     rtol: float = 1e-4
     atol: float = 1e-5
 
@@ -100,7 +102,9 @@ EXERCISES: dict[str, Exercise] = {e.name: e for e in [
         pattern="fused", kind="kernel", entry="fused_chain",
         signature="@cuda.jit\ndef fused_chain(x, b, alpha, out):  # out[i] = alpha * gelu(x[i] + b[i])",
         cases=_chain_cases, configs=(_grid_for(256), _grid_for(128), _grid_for(32)),
-        max_launches=1, max_bytes=lambda n: 12 * n, points=CHAIN_POINTS, **_chain),
+        max_launches=1, max_bytes=lambda n: 12 * n, points=CHAIN_POINTS,
+        # against the lesson's own answer: one thread per element (16-byte accesses come out faster)
+        speed=SpeedSpec(1 << 23, "kernels_lab.patterns.elementwise:fused_naive_kernel", _grid_for(256)), **_chain),
     Exercise(
         name="two_launches", lesson="02", title="Launch the chain as two kernels: (bias add + GELU), then scale",
         pattern="unfused", kind="host", entry="run_two",

@@ -13,8 +13,10 @@ import numpy as np
 from ..checks import compare
 from ..core import Tolerance
 from ..runtime import ON_GPU, ON_SIMULATOR
+from . import speed as speed_check
 from .exercises import Exercise
 from .sandbox import ChildRun, run_child
+from .sanitizer import sanitize
 
 HINTS = {
     "bounds": "missing bounds guard: a thread indexed past the end of an array; guard with `if i < out.size:`",
@@ -154,11 +156,15 @@ def _signature_expr(ex: Exercise) -> str:
 
 
 def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: float = 120,
-          memory_bytes: int = 4 << 30, compile_gate: bool = True) -> Grade:
-    run = run_child(ex, source, timeout_s, memory_bytes)
+          memory_bytes: int = 4 << 30, compile_gate: bool = True, sanitizers: bool = True) -> Grade:
+    """sanitizers: on a GPU, also run the public cases under compute-sanitizer (memcheck, and
+    racecheck for exercises with a race check); each in its own child process."""
+    run = run_child(ex, source, timeout_s, memory_bytes, speed=True)
     tests: list[TestResult] = []
     if run.outcome != "ok":
         return _failed_grade(ex, submission, run)
+    leaderboard = []
+    memcheck = sanitize(ex, source, "memcheck") if sanitizers and ON_GPU else None
     results = {c["id"]: c for c in run.report["cases"]}
     verdicts = {c["id"]: _case_verdict(ex, c, results[c["id"]]) for c in run.cases}
     plain = [c for c in run.cases if c["perturb_seed"] is None and not c["case"].symmetric_probe]
@@ -178,6 +184,13 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
     for name, points in ex.points.items():
         if name == "correct (public)":
             tests.append(_score(name, points, *group(False)))
+            if memcheck is not None and memcheck.status == "errors":  # on a GPU a stray access may not show
+                hints.insert(0, HINTS["bounds"])
+                tests[-1] = TestResult(name, 0, points, "failed", f"memcheck (compute-sanitizer) found "
+                                       f"{memcheck.errors} bad memory access(es):\n{memcheck.report}")
+            elif memcheck is not None:
+                tests[-1].output += f"\nmemcheck (compute-sanitizer): {memcheck.status}" + \
+                    ("" if memcheck.status == "clean" else f" ({memcheck.report})")
         elif name == "correct (hidden)":
             ok, total, lines = group(True)
             tests.append(_score(name, points, ok, total, lines, visibility="after_published"))
@@ -205,6 +218,8 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
             tests.append(_score(name, points, sum(ok_big), len(ok_big),
                                 [] if all(ok_big) else [f"wrong when the grid ({big[0]['config']}) has fewer threads "
                                                         f"than n ({big[0]['case'].n})"]))
+        elif name == "no race under perturbed schedules" and not ON_SIMULATOR:
+            tests.append(_racecheck(ex, source, name, points, sanitizers, hints))
         elif name == "no race under perturbed schedules":
             perturbed = [c for c in run.cases if c["perturb_seed"] is not None]
             bad = [c for c in perturbed if not verdicts[c["id"]]["ok"]]
@@ -222,8 +237,9 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
             tests.append(TestResult(name, points if status == "passed" else 0, points if status != "skipped" else 0,
                                     status, msg))
         elif name == "speed":
-            tests.append(TestResult(name, 0, 0, "skipped", "speed is measured on a GPU only; not counted here")
-                         if not ON_GPU else TestResult(name, 0, 0, "skipped", "speed check not run in this grader"))
+            result, entry = _speed(ex, run, name, points)
+            tests.append(result)
+            leaderboard += entry
         else:
             raise KeyError(f"exercise {ex.name}: no check named {name!r}")
     probes = [c for c in run.cases if c["case"].symmetric_probe]
@@ -233,7 +249,45 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
     max_score = sum(t.max_score for t in tests)
     summary = f"{score:g} / {max_score:g}" + ("" if not hints else "\nhints:\n" + "\n".join(f"- {h}" for h in hints))
     return Grade(ex.name, submission, round(score, 3), max_score, "graded", summary, tests, run.seconds,
-                 [{"name": "score", "value": round(score, 3)}], run.stdout, run.stderr)
+                 [{"name": "score", "value": round(score, 3)}, *leaderboard], run.stdout, run.stderr)
+
+
+def _racecheck(ex: Exercise, source: str, name: str, points: float, sanitizers: bool, hints: list[str]) -> TestResult:
+    """On a GPU: racecheck instead of perturbed schedules (which only the simulator can do)."""
+    found = sanitize(ex, source, "racecheck") if sanitizers else None
+    if found is None or found.status in ("skipped", "failed"):
+        why = found.report if found else "sanitizers turned off"
+        return TestResult(name, 0, 0, "skipped", f"no perturbed schedules on a GPU, and racecheck did not run "
+                                                  f"({why}); not counted")
+    if found.status == "errors":
+        if HINTS["barrier"] not in hints:
+            hints.append(HINTS["barrier"])
+        return TestResult(name, 0, points, "failed", f"racecheck (compute-sanitizer) found {found.errors} "
+                                                      f"shared-memory hazard(s):\n{found.report}")
+    return TestResult(name, points, points, "passed", "racecheck (compute-sanitizer): no hazards")
+
+
+def _speed(ex: Exercise, run: ChildRun, name: str, points: float) -> tuple[TestResult, list[dict[str, Any]]]:
+    """The speed check: counted on a GPU only, for a kernel correct at the speed size."""
+    if not ON_GPU:
+        return TestResult(name, 0, 0, "skipped", "speed is measured on a GPU only; not counted here"), []
+    data, job = (run.report or {}).get("speed"), run.speed_job
+    if data is None or job is None:
+        return TestResult(name, 0, 0, "skipped", "this exercise has no speed measurement"), []
+    if data["error"]:
+        e = data["error"]
+        return TestResult(name, 0, points, "failed", f"the speed run failed: {e['type']} {e['where']}: "
+                                                      f"{e['message']}"), []
+    ref = ex.reference(job["inputs"])
+    for out_name, expected in ref.items():
+        _, bad = compare(out_name, data["outputs"][out_name], expected, Tolerance(ex.rtol, ex.atol))
+        if bad is not None:
+            return TestResult(name, 0, points, "failed", f"wrong at the speed size n={job['n']:,} (first bad "
+                                                          f"index {list(bad.index)}): no speed credit"), []
+    verdict = speed_check.classify(data["student_ms"], data["reference_ms"])
+    earned = speed_check.points_for(verdict, points)
+    return (TestResult(name, earned, points, "passed" if earned else "failed", verdict.describe()),
+            [{"name": "time vs reference", "value": round(verdict.ratio, 3), "order": "asc"}])
 
 
 def _failed_grade(ex: Exercise, submission: str, run: ChildRun) -> Grade:

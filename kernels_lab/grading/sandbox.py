@@ -26,11 +26,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from ..runtime import ON_SIMULATOR
+from ..runtime import ON_GPU, ON_SIMULATOR
 from .exercises import Exercise
 
 OUTPUT_KEEP = 8_000           # characters of stdout/stderr shown in a report
@@ -46,6 +46,7 @@ class ChildRun:
     stdout: str = ""
     stderr: str = ""
     seconds: float = 0.0
+    speed_job: dict[str, Any] | None = None  # what the speed run was given (the parent checks its output)
 
 
 def _limits(memory_bytes: int):
@@ -88,11 +89,15 @@ def _read_capped(path: Path) -> str:
     return text
 
 
-def build_cases(exercise: Exercise) -> list[dict[str, Any]]:
-    """Every (case, launch configuration, schedule) the child runs, with fresh inputs."""
+def build_cases(exercise: Exercise, public_only: bool = False) -> list[dict[str, Any]]:
+    """Every (case, launch configuration, schedule) the child runs, with fresh inputs.
+    Perturbed schedules exist on the simulator only (on a GPU, racecheck looks for races)."""
     cases = []
     configs = exercise.configs or (None,)
+    seeds = exercise.race_seeds if ON_SIMULATOR else ()
     for case in exercise.cases:
+        if public_only and (case.hidden or case.symmetric_probe):
+            continue
         for c, config in enumerate(configs):
             inputs = exercise.make_inputs(case.n, np.random.default_rng(case.seed * 7919 + c))
             if case.symmetric_probe:
@@ -101,14 +106,25 @@ def build_cases(exercise: Exercise) -> list[dict[str, Any]]:
                      "output_specs": exercise.output_specs(case.n), "perturb_seed": None,
                      "config": config(case.n) if config else None}
             cases.append(entry)
-            for seed in exercise.race_seeds if not case.hidden else ():
+            for seed in seeds if not case.hidden else ():
                 cases.append({**entry, "id": len(cases), "perturb_seed": seed})
     return cases
 
 
-def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0,
-              memory_bytes: int = 4 << 30) -> ChildRun:
-    cases = build_cases(exercise)
+def _speed_job(exercise: Exercise) -> dict[str, Any]:
+    spec = exercise.speed
+    inputs = exercise.make_inputs(spec.n, np.random.default_rng(90210))
+    return {"n": spec.n, "inputs": inputs, "output_specs": exercise.output_specs(spec.n),
+            "config": exercise.configs[0](spec.n), "reference": spec.reference,
+            "reference_config": spec.reference_config(spec.n), "reps": spec.reps}
+
+
+def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0, memory_bytes: int = 4 << 30,
+              *, public_only: bool = False, speed: bool = False, prefix: Sequence[str] = ()) -> ChildRun:
+    """Run the submission in a child process. prefix: a command the child runs under (a sanitizer);
+    public_only: public cases only; speed: also time it against the reference (GPU, kernel exercises)."""
+    cases = build_cases(exercise, public_only)
+    speed_job = _speed_job(exercise) if speed and ON_GPU and exercise.speed and exercise.kind == "kernel" else None
     nonce = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
         tmp = Path(tmp)
@@ -116,12 +132,12 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0,
         sent = [{k: v for k, v in c.items() if k != "case"} for c in cases]
         with open(job, "wb") as f:
             pickle.dump({"nonce": nonce, "source": source, "entry": exercise.entry, "kind": exercise.kind,
-                         "argument_order": exercise.argument_order, "cases": sent}, f)
+                         "argument_order": exercise.argument_order, "cases": sent, "speed": speed_job}, f)
         out, err = tmp / "stdout.txt", tmp / "stderr.txt"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         t0 = time.monotonic()
         with open(out, "wb") as fo, open(err, "wb") as fe:
-            proc = subprocess.Popen([sys.executable, "-m", "kernels_lab.grading.child", str(job), str(report_path)],
+            proc = subprocess.Popen([*prefix, sys.executable, "-m", "kernels_lab.grading.child", str(job), str(report_path)],
                                     stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, cwd=tmp, env=env,
                                     preexec_fn=_limits(memory_bytes))
             tripped: list = []
@@ -134,7 +150,7 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0,
                 proc.wait()
                 code, timed_out = proc.returncode, True
         run = ChildRun("ok", cases=cases, stdout=_read_capped(out), stderr=_read_capped(err),
-                       seconds=time.monotonic() - t0)
+                       seconds=time.monotonic() - t0, speed_job=speed_job)
         report = None
         if report_path.exists():
             with open(report_path, "rb") as f:

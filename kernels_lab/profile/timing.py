@@ -37,6 +37,7 @@ class Timing:
     q3_ms: float
     reps: int
     host_us_per_call: float
+    samples_ms: tuple[float, ...] = ()  # every repetition, in order (interleaved with the other launchers')
 
     @property
     def spread(self) -> float:
@@ -112,7 +113,7 @@ def time_launchers(launchers: Sequence[Callable[[], None]], *, reps: int = 30, w
     out = []
     for s, h in zip(samples, host):
         q1, med, q3 = np.percentile(np.asarray(s), [25, 50, 75])
-        out.append(Timing(float(med), float(q1), float(q3), reps, h))
+        out.append(Timing(float(med), float(q1), float(q3), reps, h, tuple(float(x) for x in s)))
     return out
 
 
