@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
-# Steps: env tests demo ncu profile ladder consumer pdl demos notebooks grade
+# Steps: env tests demo ncu profile ladder consumer polls pdl timeline demos notebooks grade
 set -u
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 KERNELS_LAB_BACKEND=gpu
 OUT=${OUT:-/tmp/kl-out}; mkdir -p "$OUT"
@@ -30,6 +30,11 @@ for step in "$@"; do
       $py -m kernels_lab.cli profile launch --json "$OUT/ladder.json" ;;
     consumer)
       $py -m kernels_lab.cli profile consumer --json "$OUT/consumer.json" 2>&1 | grep -v Warn ;;
+    polls)
+      $py benchmarks/consumer_polls.py "$OUT/consumer_polls.json" 2>&1 | grep -v Warn ;;
+    timeline)
+      for w in elementwise quantize_group; do
+        $py -m kernels_lab.cli timeline $w --json "$OUT/timeline_$w.json" --out "$OUT" 2>&1 | grep -v Warn; done ;;
     pdl)
       $py -m kernels_lab.cli profile pdl --json "$OUT/pdl.json" 2>&1 | grep -v Warn ;;
     demos)

@@ -142,6 +142,27 @@ def _attach_ncu(workload, records, json_path) -> int:
     return 0
 
 
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from .core import get_workload
+    from .profile import plots, results
+    from .profile.timeline import variant_timelines
+    from .runtime import ON_GPU, device_facts
+    workload = get_workload(args.workload)
+    n = args.n or workload.sizes["gpu" if ON_GPU else "simulator"]
+    print(f"backend: {device_facts().describe()}")
+    variants = args.variants.split(",") if args.variants else None
+    records = variant_timelines(workload, n, variants)
+    path = results.dump(results.make_meta(args.command_line, None), records, args.json)
+    for r in records:
+        gaps = [b["start_us"] - a["end_us"] for a, b in zip(r["spans"], r["spans"][1:])]
+        mean_gap = f", mean gap {sum(gaps) / len(gaps):.1f} us" if gaps else ""
+        print(f"  {r['variant']:<12} {len(r['spans'])} span(s), last end {r['spans'][-1]['end_us']:.1f} us{mean_gap}")
+    for p in plots.render(results.load(path), args.out, path.stem):
+        print(f"wrote {p}")
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from .profile import plots, results
     doc = results.load(args.results)
@@ -224,6 +245,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="warm-cache figures: no L2 flush; inputs rotated among copies when they fit in L2")
     pr.add_argument("--json", type=Path, default=OUT_DIR / "profile.json", help="results file to write")
     pr.set_defaults(func=cmd_profile)
+
+    t = sub.add_parser("timeline", help="a kernel timeline (Gantt chart) of every variant of a workload",
+                       description="Run each variant of WORKLOAD once (after a warm-up run) and record, through "
+                                   "the launch hook, a CUDA event before and after every launch in its own stream: "
+                                   "one span per launch, launch gaps visible, no Nsight Systems needed. Events sit "
+                                   "between kernels, so they hide PDL overlap: the PDL lesson's kernels stamp "
+                                   "themselves instead (`kernels-lab profile pdl`). On the simulator the host "
+                                   "clock stands in.")
+    t.add_argument("workload", help="a workload from `kernels-lab list`")
+    t.add_argument("--n", type=int, default=None, help="problem size (default: the workload's demo size)")
+    t.add_argument("--variants", help="comma-separated variants (default: all)")
+    t.add_argument("--json", type=Path, default=OUT_DIR / "timeline.json", help="results file to write")
+    t.add_argument("--out", type=Path, default=OUT_DIR, help="folder for the PNG")
+    t.set_defaults(func=cmd_timeline)
 
     pl = sub.add_parser("plot", help="draw the figures of a results JSON")
     pl.add_argument("results", type=Path, help="a kernels-lab results v1 file")

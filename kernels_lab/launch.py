@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .profile.launches import check_numba_cuda_version, record_external
+from .profile.launches import check_numba_cuda_version, external_launch
 from .runtime import ON_GPU
 
 
@@ -63,8 +63,9 @@ class PreboundLaunch:
 
     def __call__(self, stream: Any = None) -> None:
         from cuda.core import launch
-        launch(self.stream if stream is None else core_stream(stream), self.config, self.kernel, *self.params)
-        record_external(self.name, self.grid, self.block, "cuda.core")
+        target = self.stream if stream is None else core_stream(stream)
+        with external_launch(self.name, self.grid, self.block, "cuda.core", target):
+            launch(target, self.config, self.kernel, *self.params)
 
 
 class CapturedGraph:
@@ -79,4 +80,6 @@ class CapturedGraph:
         self.graph = builder.end_building().complete()
 
     def __call__(self, stream: Any = 0) -> None:
-        self.graph.launch(core_stream(stream))
+        target = core_stream(stream)
+        with external_launch("graph replay", 1, 1, "graph", target):
+            self.graph.launch(target)

@@ -2,3 +2,4 @@
 
 from . import elementwise  # noqa: F401
 from . import consumer  # noqa: F401,E402
+from . import pdl  # noqa: F401,E402

@@ -42,6 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..core import KernelLaunch, Plan, Tolerance, Variant, Workload, register
 from ..intrinsics import globaltimer, grid_dependency_wait, launch_dependents
 from ..runtime import ON_GPU, cuda, device_facts
 from .reduce import block_max, block_sum
@@ -192,6 +193,9 @@ class Group:
     """Device buffers for one configuration: G tensors of the given sizes."""
 
     sizes: list[int]
+    data: Any = None    # float32[n] on the device; allocated when not given (as are q and scales)
+    q: Any = None
+    scales: Any = None
 
     def __post_init__(self):
         if not self.sizes:
@@ -201,10 +205,13 @@ class Group:
         self.g = len(self.sizes)
         self.offsets_host = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         n = int(self.offsets_host[-1])
-        self.data = cuda.device_array(n, np.float32)
+        for name, shape, dtype in (("data", n, np.float32), ("q", n, np.int8), ("scales", self.g, np.float32)):
+            given = getattr(self, name)
+            if given is None:
+                setattr(self, name, cuda.device_array(shape, dtype))
+            elif given.shape != (shape,) or given.dtype != dtype:
+                raise ValueError(f"{name}: needs {np.dtype(dtype)} of shape ({shape},), got {given.dtype} {given.shape}")
         self.offsets = cuda.to_device(self.offsets_host)
-        self.q = cuda.device_array(n, np.int8)
-        self.scales = cuda.device_array(self.g, np.float32)
         self.checksums = cuda.device_array(self.g, np.float32)
         self.stamps = cuda.device_array((self.g + 2, 2), np.int64)
         self.producer_grid = min(4 * max(1, device_facts().sm_count), -(-n // BLOCK))
@@ -270,9 +277,10 @@ class GroupLauncher:
     flattened once), so plain, PDL and graph variants differ only in what they are named for.
     """
 
-    def __init__(self, group: Group, variant: str, stream=0):
+    def __init__(self, group: Group, variant: str, stream=0, neighbours: bool = True):
+        """neighbours=False: the group alone, without the producer and consumer around it."""
         _check_variant(variant)
-        self.group, self.variant, self.stream = group, variant, stream
+        self.group, self.variant, self.stream, self.neighbours = group, variant, stream, neighbours
         pdl = variant in ("pdl", "graph_pdl") + WRONG
         if pdl and not pdl_available()[0]:
             warnings.warn(f"{variant}: {pdl_available()[1]}; running plain launches instead", stacklevel=2)
@@ -306,13 +314,15 @@ class GroupLauncher:
 
     def __call__(self) -> None:
         g, s = self.group, self.stream
-        producer_kernel[g.producer_grid, BLOCK, s](g.data, g.seed, g.stamps)
+        if self.neighbours:
+            producer_kernel[g.producer_grid, BLOCK, s](g.data, g.seed, g.stamps)
         if self._graph is not None:
             self._graph(s)
         else:
             for member in self.members:
                 member()
-        self.consumer()
+        if self.neighbours:
+            self.consumer()
 
 
 def run_once(group: Group, variant: str, seed: int = 1) -> dict[str, Any]:
@@ -359,3 +369,85 @@ def spans(stamps: np.ndarray, names: Sequence[str]) -> list[dict[str, Any]]:
             raise ValueError(f"kernel {name}: end stamp before start stamp (was it run?)")
         out.append({"kernel": name, "start_us": (s - t0) / 1e3, "end_us": (e - t0) / 1e3})
     return out
+
+
+# -- the group as a registered workload: every launch-side variant, the group alone ----------
+# (kernels-lab list / profile / timeline see it like any other workload; the producer and
+# consumer that stand for unknown work are left out, the inputs come from the host.)
+
+GROUP_G = 8
+
+
+def group_sizes(n: int) -> list[int]:
+    """n elements as min(8, n) tensors of different sizes (tensor t gets a share ~ t + 1)."""
+    if n < 1:
+        raise ValueError(f"n = {n}: the group needs at least one element")
+    g = min(GROUP_G, n)
+    cuts = [round(n * k * (k + 1) / (g * (g + 1))) for k in range(g + 1)]
+    sizes = [b - a for a, b in zip(cuts, cuts[1:])]
+    if min(sizes) < 1:  # tiny n: one element each, the rest to the last
+        sizes = [1] * (g - 1) + [n - g + 1]
+    return sizes
+
+
+def _group_inputs(n: int, rng: np.random.Generator) -> dict[str, Any]:
+    sizes = group_sizes(n)
+    parts = [rng.standard_normal(s).astype(np.float32) * np.float32(0.5 + t) + np.float32(0.1 * t)
+             for t, s in enumerate(sizes)]  # a different scale and offset per tensor
+    return {"data": np.concatenate(parts)}
+
+
+def _group_reference(inputs) -> dict[str, np.ndarray]:
+    data = inputs["data"]
+    offsets = np.concatenate([[0], np.cumsum(group_sizes(data.size))])
+    qs, scales = zip(*(reference_quantize(data[lo:hi]) for lo, hi in zip(offsets, offsets[1:])))
+    return {"q": np.concatenate(qs).astype(np.float64), "scales": np.asarray(scales)}
+
+
+def _group_outputs(n: int):
+    return {"q": ((n,), np.int8), "scales": ((len(group_sizes(n)),), np.float32)}
+
+
+def _member_bytes(size: int, kernel: str) -> KernelLaunch:
+    # data read twice (absmax, then quantize), q written once, one scale; every thread reads the
+    # tensor's two offsets; thread 0's two %globaltimer stamps are atomics (read + write each)
+    return KernelLaunch(kernel, 1, BLOCK, bytes_read=8 * size + 16 * BLOCK + 16, bytes_written=size + 4 + 16)
+
+
+def _group_plan(variant: str):
+    def plan(n: int) -> Plan:
+        sizes = group_sizes(n)
+        if variant == "grouped":
+            one = [_member_bytes(s, "grouped_quantize_kernel") for s in sizes]
+            return Plan((KernelLaunch("grouped_quantize_kernel", len(sizes), BLOCK, sum(k.bytes_read for k in one),
+                                      sum(k.bytes_written for k in one)),))
+        switches = pdl_switches(len(sizes)) if variant in ("pdl", "graph_pdl") and pdl_available()[0] else \
+            [(False, False, False)] * len(sizes)
+        return Plan(tuple(_member_bytes(s, QUANTIZE[sw].py_func.__name__) for s, sw in zip(sizes, switches)))
+    return plan
+
+
+def _group_bind(variant: str):
+    def bind(inputs, outputs, stream=0):
+        data = inputs["data"]
+        group = Group(group_sizes(data.size), data=data, q=outputs["q"], scales=outputs["scales"])
+        group.reset(0)
+        return GroupLauncher(group, variant, stream, neighbours=False)
+    return bind
+
+
+WORKLOAD = register(Workload(
+    name="quantize_group",
+    about=f"{GROUP_G} float32 tensors of different sizes -> int8 + scale each: the PDL lesson's group",
+    make_inputs=_group_inputs, reference=_group_reference, output_specs=_group_outputs,
+    tolerance=Tolerance(rtol=1e-6, atol=1.0),  # q: one int8 step (float32 x/scale may round the other way at .5)
+    sizes={"gpu": 1 << 16, "simulator": 3 * BLOCK + 5},
+))
+for _name, _pattern, _about in (
+        ("plain", "unfused", "G stream-ordered launches"),
+        ("pdl", "pdl", "G launches with PDL: the first waits, all but the last trigger, all after the first "
+                       "wait at the end"),
+        ("graph", "graph", "the G launches captured once in a CUDA graph, replayed"),
+        ("graph_pdl", "graph", "the PDL launches captured in a graph"),
+        ("grouped", "fused", "one kernel, one block per tensor")):
+    WORKLOAD.add(Variant(_name, _pattern, _about, _group_plan(_name), _group_bind(_name)))

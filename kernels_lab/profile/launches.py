@@ -4,14 +4,14 @@ numba internals touched here and nowhere else (pinned to numba-cuda 0.30):
   GPU:       numba.cuda.dispatcher._Kernel.launch(self, args, griddim, blockdim, stream, sharedmem)
   simulator: numba.cuda.simulator.kernel.FakeCUDAKernel.__call__(self, *args)
 tests/test_launches.py fails loudly if either moves. Launches that bypass numba (a pre-bound
-cuda.core launch, a graph replay) are reported by their launcher through `record_external`.
+cuda.core launch, a graph replay) are reported by their launcher through `external_launch`.
 """
 
 from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from ..runtime import ON_SIMULATOR
@@ -25,6 +25,7 @@ class LaunchRecord:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     via: str = "numba"  # or "cuda.core", "graph"
+    stream: Any = field(default=0, compare=False, repr=False)  # where it was enqueued (for event timelines)
 
 
 # Listeners see every launch: begin(record, args, py_func) before it runs, end(record)
@@ -53,13 +54,18 @@ def _notify_end(rec: LaunchRecord) -> None:
         end(rec)
 
 
-def record_external(kernel: str, grid: Any, block: Any, via: str) -> None:
-    """For launch paths that do not go through numba's dispatcher."""
+@contextmanager
+def external_launch(kernel: str, grid: Any, block: Any, via: str, stream: Any = 0) -> Iterator[None]:
+    """with external_launch(...): <enqueue>  -- for launch paths that bypass numba's dispatcher."""
     if not _listeners:
-        return  # the common case, kept cheap: launch paths call this on every launch
-    rec = LaunchRecord(kernel, _dim3(grid), _dim3(block), via)
+        yield  # the common case, kept cheap: launch paths go through here on every launch
+        return
+    rec = LaunchRecord(kernel, _dim3(grid), _dim3(block), via, stream)
     _notify_begin(rec, ())
-    _notify_end(rec)
+    try:
+        yield
+    finally:
+        _notify_end(rec)
 
 
 def check_numba_cuda_version(module: str = "kernels_lab/profile/launches.py") -> None:
@@ -98,7 +104,7 @@ def install() -> None:
             original = dispatcher._Kernel.launch
 
             def launch(self, args, griddim, blockdim, stream=0, sharedmem=0):
-                rec = LaunchRecord(self.py_func.__name__, _dim3(griddim), _dim3(blockdim))
+                rec = LaunchRecord(self.py_func.__name__, _dim3(griddim), _dim3(blockdim), stream=stream)
                 _notify_begin(rec, tuple(args), self.py_func)
                 try:
                     return original(self, args, griddim, blockdim, stream, sharedmem)

@@ -240,6 +240,33 @@ def consumer_breakdown(records: Sequence[dict[str, Any]], meta: dict[str, Any], 
     return _save(fig, path)
 
 
+def _gantt(ax, spans: Sequence[dict[str, Any]], color_of) -> None:
+    """One bar per span (kernels as rows, top to bottom in launch order)."""
+    for row, span in enumerate(spans):
+        ax.barh(row, span["end_us"] - span["start_us"], left=span["start_us"], height=0.7,
+                color=color_of(span["kernel"]))
+    ax.invert_yaxis()
+    ax.grid(axis="x", alpha=0.3)
+
+
+def variant_timelines(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """Gantt chart per variant from event (or stamp) spans: launch gaps side by side."""
+    recs = [r for r in records if r.get("kind") == "timeline"]
+    fig, axes = plt.subplots(len(recs), 1, figsize=(10, 1.0 + 0.9 * len(recs) + 0.12 * sum(len(r["spans"]) for r in recs)),
+                             sharex=True, squeeze=False)
+    for ax, r in zip(axes[:, 0], recs):
+        _gantt(ax, r["spans"], lambda k, p=r.get("pattern", "fused"): PATTERN_COLORS.get(p, "#1f77b4"))
+        ax.set_yticks(range(len(r["spans"])), [s["kernel"] for s in r["spans"]], fontsize=6)
+        end = max((s["end_us"] for s in r["spans"]), default=0)
+        ax.set_title(f"{r['variant']}: {len(r['spans'])} span(s), {end:.1f} us first start to last end",
+                     fontsize=9, loc="left")
+    src = recs[0]["source"] if recs else ""
+    axes[-1, 0].set_xlabel(f"time since the first launch started (us, {src})")
+    fig.suptitle(f"{recs[0]['workload']} n = {recs[0]['n']:,}: one row per launch" if recs else "", fontsize=10)
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
 def pdl_timeline(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path,
                  size_class: str = "tiny") -> Path:
     """Gantt chart per variant (kernels as rows, us on x) from the %globaltimer block stamps."""
@@ -247,15 +274,12 @@ def pdl_timeline(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
     fig, axes = plt.subplots(len(recs), 1, figsize=(10, 1.2 + 1.1 * len(recs)), sharex=True, squeeze=False)
     for ax, r in zip(axes[:, 0], recs):
         tl = r["timeline"]
-        for row, span in enumerate(tl):
-            uses_pdl = "pdl" in r["variant"] or r["variant"].startswith("wrong")
-            color = "#7f7f7f" if span["kernel"] in ("producer", "consumer") else PATTERN_COLORS["pdl" if uses_pdl else "fused"]
-            ax.barh(row, span["end_us"] - span["start_us"], left=span["start_us"], height=0.7, color=color)
+        uses_pdl = "pdl" in r["variant"] or r["variant"].startswith("wrong")
+        _gantt(ax, tl, lambda k: "#7f7f7f" if k in ("producer", "consumer") else
+               PATTERN_COLORS["pdl" if uses_pdl else "fused"])
         ax.set_yticks([0, len(tl) - 1], ["producer", "consumer"], fontsize=7)
         label = r["variant"] + ("  (WRONG: consumer may start early)" if not r.get("correct_set", True) else "")
         ax.set_title(f"{label}: end to end {r['e2e_us']:.1f} us", fontsize=9, loc="left")
-        ax.invert_yaxis()
-        ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("time since the producer started (us, %globaltimer)")
     fig.suptitle(f"G = {recs[0]['G'] if recs else '?'} {size_class} tensors: one row per kernel", fontsize=10)
     _source_note(fig, meta)
@@ -300,6 +324,8 @@ def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
         made.append(pdl_summary(records, meta, out_dir / f"{stem}_e2e.png"))
         for cls in dict.fromkeys(r["size_class"] for r in records if r.get("kind") == "pdl" and r.get("timeline")):
             made.append(pdl_timeline(records, meta, out_dir / f"{stem}_timeline_{cls}.png", cls))
+    if any(r.get("kind") == "timeline" for r in records):
+        made.append(variant_timelines(records, meta, out_dir / f"{stem}_timeline.png"))
     if any(r.get("kind") == "consumer_poll" for r in records):
         made.append(consumer_breakdown(records, meta, out_dir / f"{stem}_breakdown.png"))
     if any(r.get("kind") == "consumer" for r in records):

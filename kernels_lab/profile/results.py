@@ -8,7 +8,8 @@
 Later fields are added, never renamed or removed: bytes_traced, bytes_dram_read,
 bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder records carry
 "kind": "launch", persistent-consumer records "kind": "consumer", its round-trip breakdown
-"kind": "consumer_poll", PDL records "kind": "pdl" (REQUIRED_BY_KIND).
+"kind": "consumer_poll", PDL records "kind": "pdl", kernel timelines "kind": "timeline"
+(REQUIRED_BY_KIND).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry 
     "consumer": ("kind", "mode", "payload_bytes", "producers", "p50_us", "p99_us", "throughput_rps"),
     "pdl": ("kind", "variant", "G", "size_class", "e2e_us", "host_us", "gap_us"),
     "consumer_poll": ("kind", "poll", "mode", "p50_us", "p99_us"),
+    "timeline": ("kind", "workload", "variant", "n", "source", "spans"),
 }
 _PACKAGES = ("kernels-lab", "numba", "numba-cuda", "numpy", "llvmlite", "cuda-core", "cuda-bindings", "matplotlib")
 
