@@ -4,9 +4,10 @@ import importlib.util
 import json
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+
+nbformat = pytest.importorskip("nbformat", reason="the lessons' tests need the [test] extra (nbformat, nbclient)")
+NotebookClient = pytest.importorskip("nbclient").NotebookClient
 
 NB = Path(__file__).parent.parent / "notebooks"
 spec = importlib.util.spec_from_file_location("build", NB / "build.py")
