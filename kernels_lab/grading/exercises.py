@@ -104,7 +104,8 @@ EXERCISES: dict[str, Exercise] = {e.name: e for e in [
         cases=_chain_cases, configs=(_grid_for(256), _grid_for(128), _grid_for(32)),
         max_launches=1, max_bytes=lambda n: 12 * n, points=CHAIN_POINTS,
         # against the lesson's own answer: one thread per element (16-byte accesses come out faster)
-        speed=SpeedSpec(1 << 23, "kernels_lab.patterns.elementwise:fused_naive_kernel", _grid_for(256)), **_chain),
+        speed=SpeedSpec(1 << 24, "kernels_lab.patterns.elementwise:fused_naive_kernel", _grid_for(256), reps=80),
+        **_chain),
     Exercise(
         name="two_launches", lesson="02", title="Launch the chain as two kernels: (bias add + GELU), then scale",
         pattern="unfused", kind="host", entry="run_two",
