@@ -196,3 +196,24 @@ def test_gpu_grading_times_against_the_reference_and_runs_the_sanitizers():
     racy = _grade("block_sums", "block_sums_no_barrier")
     assert _test(racy, "no race under perturbed schedules").score == 0
     assert _test(_grade("block_sums", "block_sums_correct"), "no race under perturbed schedules").status == "passed"
+
+
+def test_speed_credit_needs_a_correct_output_at_the_speed_size(monkeypatch):
+    from kernels_lab.grading import grade as G
+    from kernels_lab.grading.sandbox import ChildRun
+    ex = get_exercise("fuse_chain")
+    n = 1000
+    inputs = ex.make_inputs(n, np.random.default_rng(0))
+    idx = np.array([0, 17, n - 1])
+    want = ex.reference(inputs)["out"].astype(np.float32)
+    times = {"student_ms": [1.0] * 9, "reference_ms": [2.0] * 9, "error": None}
+    monkeypatch.setattr(G, "ON_GPU", True)
+    job = {"n": n, "inputs": inputs, "check_indices": idx}
+    good = ChildRun("ok", report={"speed": {**times, "outputs": {"out": want[idx]}}}, speed_job=job)
+    result, board = G._speed(ex, good, "speed", 1)
+    assert result.score == 1 and "faster" in result.output and board[0]["value"] == 0.5
+    wrong = want[idx].copy()
+    wrong[1] += 1
+    bad = ChildRun("ok", report={"speed": {**times, "outputs": {"out": wrong}}}, speed_job=job)
+    result, board = G._speed(ex, bad, "speed", 1)
+    assert result.score == 0 and "index 17" in result.output and board == []

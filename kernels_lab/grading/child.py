@@ -111,7 +111,8 @@ def run_speed(entry, argument_order, spec: dict) -> dict:
         args = [[outs[k] if k in outs else dev_in[k] for k in argument_order] for outs in (mine, theirs)]
         times = measure(entry, load_reference(spec["reference"]), *args, spec["config"], spec["reference_config"],
                         spec["reps"])
-        return {**times, "outputs": {k: v.copy_to_host() for k, v in mine.items()}, "error": None}
+        idx = spec["check_indices"]
+        return {**times, "outputs": {k: v.copy_to_host()[idx] for k, v in mine.items()}, "error": None}
     except Exception as e:  # noqa: BLE001  (a kernel that fails here loses the speed check only)
         return {"error": _describe(e)}
 
