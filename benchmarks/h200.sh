@@ -43,9 +43,13 @@ for step in "$@"; do
       $py benchmarks/run_notebooks.py "$OUT" notebooks/0*_solution.ipynb 2>&1 | grep -v WARNING ;;
     grade)
       # each exercise with its own submissions; the full reports (speed, sanitizers) go to $OUT
+      { echo "# command: ./benchmarks/h200.sh grade; date: $(date -u +%FT%TZ)"
+        echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+        echo "# versions: $($py -m pip list 2>/dev/null | grep -iE '^(numba|numpy|llvmlite|cuda-core) ' | tr -s ' ' | paste -sd,)"
+      } > "$OUT/grades-gpu.txt"
       for pair in fuse_chain:fuse_ block_sums:block_sums_ persistent_chain:persistent_ two_launches:two_launches_; do
         $py -m kernels_lab.cli grade ${pair%%:*} tests/submissions/${pair#*:}*.py --timeout 120 --workers 2 2>/dev/null
-      done > "$OUT/grades-gpu.txt"; grep -E "^[a-z_]+ - " "$OUT/grades-gpu.txt" ;;
+      done >> "$OUT/grades-gpu.txt"; grep -E "^[a-z_]+ - " "$OUT/grades-gpu.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done

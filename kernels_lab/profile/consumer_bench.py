@@ -85,7 +85,7 @@ def measure_consumer(payload_floats=(256, 1024, 4096), producers=(1, 2, 4), requ
         for mode in ("ideal", "persistent", "launch", "batch8"):
             print(f"consumer benchmark: {mode}, payload {4 * size} B", file=sys.stderr, flush=True)
             gpu_ns: list[int] = []
-            after = None
+            after: Callable[[], None] | None = None
             if mode in ("ideal", "persistent"):
                 server = PersistentConsumer(w, slots=64, blocks=blocks, echo=(mode == "ideal")).start()
                 last: list[Any] = [None]
@@ -94,8 +94,9 @@ def measure_consumer(payload_floats=(256, 1024, 4096), producers=(1, 2, 4), requ
                     last[0] = s.submit(p, timeout=5)
                     return s.result(last[0], timeout=5)
 
-                def after(s=server, last=last):
+                def record_gpu_span(s=server, last=last):
                     gpu_ns.append(s.gpu_span_ns(last[0]))
+                after = record_gpu_span
                 answers, close = 1, server.stop
             else:
                 batch = 8 if mode == "batch8" else 1

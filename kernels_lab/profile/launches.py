@@ -10,7 +10,7 @@ cuda.core launch, a graph replay) are reported by their launcher through `extern
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -54,13 +54,18 @@ def _notify_end(rec: LaunchRecord) -> None:
         end(rec)
 
 
-@contextmanager
-def external_launch(kernel: str, grid: Any, block: Any, via: str, stream: Any = 0) -> Iterator[None]:
+_UNHEARD = nullcontext()  # one shared no-op: the common case costs no generator per launch
+
+
+def external_launch(kernel: str, grid: Any, block: Any, via: str, stream: Any = 0):
     """with external_launch(...): <enqueue>  -- for launch paths that bypass numba's dispatcher."""
     if not _listeners:
-        yield  # the common case, kept cheap: launch paths go through here on every launch
-        return
-    rec = LaunchRecord(kernel, _dim3(grid), _dim3(block), via, stream)
+        return _UNHEARD
+    return _heard(LaunchRecord(kernel, _dim3(grid), _dim3(block), via, stream))
+
+
+@contextmanager
+def _heard(rec: LaunchRecord) -> Iterator[None]:
     _notify_begin(rec, ())
     try:
         yield

@@ -25,7 +25,6 @@ gap between fused_naive and fused, and the lesson.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Sequence
 
