@@ -207,8 +207,10 @@ print(lessons.expect("pre-bound vs numba", prebound_ratio, by_['numba dispatch, 
         md("""
 ## Launch-bound or bandwidth-bound?
 Over a sweep of sizes, the time of each variant against the model `launches x launch cost + bytes /
-bandwidth` (bandwidth = the measured copy ceiling, launch costs fitted). At small n the three-kernel
-chain costs what its dependent launches cost, whatever its bytes."""),
+bandwidth` (bandwidth = the measured copy ceiling, or less when a kernel's threads keep too few bytes
+in flight to cover the DRAM latency: Little's law; launch costs and the latency fitted). At small n
+the three-kernel chain costs what its dependent launches cost, whatever its bytes; at large n the
+4-byte-per-load kernel falls short of the ceiling by exactly the bytes it does not keep in flight."""),
         code("""Image(filename=str(lessons.DATA.parent / "profile_elementwise_h200_time.png"))"""),
         md("""
 ### Exercise 2: the crossover
@@ -292,8 +294,11 @@ def persistent_chain(x, b, alpha, out):
         md("""
 ## A kernel that never exits: the persistent consumer
 The host writes requests into a ring in mapped host memory; a resident kernel polls it (with
-`ld.acquire.sys` loads the compiler cannot hoist), answers, and waits again. Every wait is bounded by an
-idle budget. On the simulator the kernel runs on a Python thread with one block."""),
+`ld.acquire.sys` loads the compiler cannot hoist), reads the payload across PCIe with 16-byte loads
+several in flight, answers with one 8-byte store (value and mark together), and waits again. The host
+waits for the answer in machine code that releases the GIL (`kernels_lab/hostwait.py`), so other
+producer threads run meanwhile. Every wait is bounded by an idle budget. On the simulator the kernel
+runs on a Python thread with one block."""),
         code("""from kernels_lab.patterns.consumer import PersistentConsumer, reference
 rng = np.random.default_rng(0)
 weights = rng.standard_normal(64).astype(np.float32)
