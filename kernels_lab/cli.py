@@ -4,6 +4,7 @@
   kernels-lab demo elementwise          validate, measure and plot one lesson topic
   kernels-lab demo --list               the demos there are
   kernels-lab profile elementwise ...   sweep sizes, write a results JSON
+  kernels-lab timeline quantize_group   a Gantt chart of every variant's launches (CUDA events)
   kernels-lab plot RESULTS.json         draw the figures of a results file
   kernels-lab grade EXERCISE FILES...   grade student submissions (kernels-lab grade --list)
   kernels-lab doctor                    what this machine can run, and what to fix
