@@ -1,7 +1,10 @@
 """The parent side of the sandbox: one child process per submission, limits, and the verdict.
 
 What the child can influence: its own outputs, launches and traced bytes (that is what is
-graded), its stdout/stderr (kept, truncated), and how long it takes (bounded).
+graded), its stdout/stderr (kept, truncated), and how long it takes (bounded). On a GPU also
+its speed timings: both kernels are timed in its process, so a submission that patches the
+timer could fake them; speed is a leaderboard value worth one point, not proof. Its output
+at the speed size is still checked here.
 What it cannot: the reference and the verdict (computed here, after it has exited), the
 hidden cases' expected values (never sent), the results files (written by the parent after
 the child is dead, to paths the child is not told), other submissions (one process each).
