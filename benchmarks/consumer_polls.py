@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from kernels_lab.hostwait import wait_for_mark
-from kernels_lab.patterns.consumer import PersistentConsumer
+from kernels_lab.patterns.consumer import PersistentConsumer, Ticket
 from kernels_lab.profile.results import dump, make_meta
 
 
@@ -44,7 +44,7 @@ def main(path):
                         pass
                     if t >= 50:
                         lat.append(time.perf_counter() - t0)
-                        gpu.append(int(c._h["stamps"][2 * slot + 1] - c._h["stamps"][2 * slot]))
+                        gpu.append(c.gpu_span_ns(Ticket(t, slot)))
                 c.stop(drain=False)  # nothing went through the API: nothing to drain
             else:
                 for k, p in enumerate(payloads[:50] + payloads):

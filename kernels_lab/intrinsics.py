@@ -40,14 +40,10 @@ if ON_SIMULATOR:
     def launch_dependents():
         pass
 
-    def load_acquire_sys(a, i):
-        return a[i]
+    def _plain_load(a, i):
+        return a[i]  # one coherent memory: every ordering of a scalar load is the same here
 
-    def load_relaxed_sys(a, i):
-        return a[i]
-
-    def poll_relaxed_sys(a, i):
-        return a[i]
+    load_acquire_sys = load_relaxed_sys = poll_relaxed_sys = _plain_load
 
     def load4_relaxed_sys(a, v):
         return load4(a, v)
@@ -125,19 +121,18 @@ else:
             return _inline_asm(builder, ir.IntType(64), "mov.u64 $0, %globaltimer;", "=l,~{memory}")
         return types.int64(), codegen
 
-    @intrinsic
-    def grid_dependency_wait(typingctx):
-        def codegen(context, builder, signature, args):
-            _inline_asm(builder, ir.VoidType(), "griddepcontrol.wait;", "~{memory}")
-            return context.get_dummy_value()
-        return types.void(), codegen
+    def _instruction(asm: str):
+        """An intrinsic that emits one side-effecting PTX instruction (a compiler barrier too)."""
+        @intrinsic
+        def emit(typingctx):
+            def codegen(context, builder, signature, args):
+                _inline_asm(builder, ir.VoidType(), asm, "~{memory}")
+                return context.get_dummy_value()
+            return types.void(), codegen
+        return emit
 
-    @intrinsic
-    def launch_dependents(typingctx):
-        def codegen(context, builder, signature, args):
-            _inline_asm(builder, ir.VoidType(), "griddepcontrol.launch_dependents;", "~{memory}")
-            return context.get_dummy_value()
-        return types.void(), codegen
+    grid_dependency_wait = _instruction("griddepcontrol.wait;")
+    launch_dependents = _instruction("griddepcontrol.launch_dependents;")
 
     def _element_pointer(context, builder, arrty, arr, i):
         data = cgutils.create_struct_proxy(arrty)(context, builder, value=arr).data

@@ -331,7 +331,7 @@ class PersistentConsumer:
         if drain:
             while self._unanswered() and not self.kernel_exited() and time.monotonic() < deadline:
                 time.sleep(1e-4)
-        self._h["ctrl"][0] = 1  # leave (after the queue drains: the kernel checks the queue first)
+        self._ctrl[0] = 1  # leave (after the queue drains: the kernel checks the queue first)
         while not self._all_blocks_left():
             if time.monotonic() > deadline + timeout:
                 raise ConsumerError("the consumer kernel did not exit after the stop flag (GPU wedged?)")
@@ -357,8 +357,7 @@ class PersistentConsumer:
 
     # -- requests --------------------------------------------------------------------
     def _unanswered_locked(self) -> list[int]:
-        answer = self._h["answer"]
-        return [t for t in self._published if answer[t % self.slots] >> 32 != t + 1]
+        return [t for t in self._published if self._answer[t % self.slots] >> 32 != t + 1]
 
     def _unanswered(self) -> list[int]:
         with self._lock:

@@ -90,6 +90,8 @@ def measure_workload(workload: Workload, n: int, variants: Sequence[str] | None 
     dev_in = to_device(inputs)
     copies = 1 if flush else rotation_copies(max(bytes_needed(workload, v, n) for v in chosen))
     records, launchers, outs = [], [], []
+    facts = device_facts()
+    resident = facts.sm_count * facts.threads_per_sm  # threads that can have loads in flight at once
     steps = progress(chosen, f"{workload.name} n={n:,}", name=lambda v: v.name) if show_progress else chosen
     for variant in steps:
         dev_out = poisoned(workload.output_specs(n))
@@ -99,8 +101,6 @@ def measure_workload(workload: Workload, n: int, variants: Sequence[str] | None 
             launch()
         _require_correct(workload, variant, dev_out, ref, "")
         plan = variant.plan(n)
-        facts = device_facts()
-        resident = facts.sm_count * facts.threads_per_sm
         records.append({
             "workload": workload.name, "variant": variant.name, "pattern": variant.pattern, "n": n,
             "launches": len(seen), "launches_planned": plan.n_launches,

@@ -249,7 +249,7 @@ def _gantt(ax, spans: Sequence[dict[str, Any]], color_of) -> None:
     ax.grid(axis="x", alpha=0.3)
 
 
-def variant_timelines(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+def timeline_chart(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
     """Gantt chart per variant from event (or stamp) spans: launch gaps side by side."""
     recs = [r for r in records if r.get("kind") == "timeline"]
     fig, axes = plt.subplots(len(recs), 1, figsize=(10, 1.0 + 0.9 * len(recs) + 0.12 * sum(len(r["spans"]) for r in recs)),
@@ -325,7 +325,7 @@ def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
         for cls in dict.fromkeys(r["size_class"] for r in records if r.get("kind") == "pdl" and r.get("timeline")):
             made.append(pdl_timeline(records, meta, out_dir / f"{stem}_timeline_{cls}.png", cls))
     if any(r.get("kind") == "timeline" for r in records):
-        made.append(variant_timelines(records, meta, out_dir / f"{stem}_timeline.png"))
+        made.append(timeline_chart(records, meta, out_dir / f"{stem}_timeline.png"))
     if any(r.get("kind") == "consumer_poll" for r in records):
         made.append(consumer_breakdown(records, meta, out_dir / f"{stem}_breakdown.png"))
     if any(r.get("kind") == "consumer" for r in records):
