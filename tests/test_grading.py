@@ -140,6 +140,14 @@ def test_compile_gate_catches_what_only_the_simulator_accepts():
     assert ok_status == "passed" and status == "failed" and "rejects" in msg
 
 
+def test_a_submission_writes_nothing_into_the_graders_directory(tmp_path, monkeypatch):
+    # its top level runs in the child and in the compile gate: both in directories of their own
+    source = ("open('escaped.txt', 'w').write('x')\n" + (SUBMISSIONS / "fuse_correct.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    g = grade(get_exercise("fuse_chain"), source, "escape", timeout_s=60)
+    assert g.outcome == "graded" and list(tmp_path.iterdir()) == [], report.text(g)
+
+
 def test_every_exercise_is_listed_and_points_add_up():
     out = subprocess.run([sys.executable, "-m", "kernels_lab.cli", "grade", "--list"], capture_output=True,
                          text=True, env={**os.environ, "KERNELS_LAB_BACKEND": "sim"}, timeout=120)

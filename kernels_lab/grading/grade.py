@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from ..core import Tolerance
 from ..runtime import ON_GPU, ON_SIMULATOR
 from . import speed as speed_check
 from .exercises import Exercise
-from .sandbox import ChildRun, run_child
+from .sandbox import ChildRun, run_child, run_limited
 from .sanitizer import sanitize
 
 HINTS = {
@@ -107,8 +108,9 @@ def _score(name: str, points: float, ok_count: int, total: int, lines: list[str]
     return TestResult(name, round(score, 3), points, status, "\n".join(lines) or "all runs correct", visibility)
 
 
-def _compile_gate(ex: Exercise, source: str, timeout_s: float = 120) -> tuple[str, str]:
-    """Compile the student's kernel for sm_90 with the real compiler (no GPU needed): status, message."""
+def _compile_gate(ex: Exercise, source: str, timeout_s: float = 120, memory_bytes: int = 4 << 30) -> tuple[str, str]:
+    """Compile the student's kernel for sm_90 with the real compiler (no GPU needed): status, message.
+    The submission's top level runs here too, so it runs like the child: limits, its own directory."""
     if ex.kind != "kernel":
         return "skipped", "host functions are compiled when they launch"
     code = ("import sys, numpy as np\n"
@@ -121,23 +123,29 @@ def _compile_gate(ex: Exercise, source: str, timeout_s: float = 120) -> tuple[st
             "from kernels_lab.runtime import cuda\n"
             "from numba import types\n"
             "ns = {'cuda': cuda, 'np': np, 'numpy': np, 'math': __import__('math')}\n"
-            "exec(compile(sys.stdin.read(), '<submission>', 'exec'), ns)\n"
+            "exec(compile(open('submission.py').read(), '<submission>', 'exec'), ns)\n"
             f"k = ns[{ex.entry!r}]\n"
             f"sig = {_signature_expr(ex)}\n"
             "cuda.compile_ptx(k.py_func, sig, cc=(9, 0))\n"
             "print('compiled')\n")
     env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], input=source, capture_output=True, text=True,
-                              env=env, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return "failed", "compiling for sm_90 timed out"
-    if "NO_TOOLCHAIN" in proc.stdout:
+    with tempfile.TemporaryDirectory(prefix="kl-compile-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "submission.py").write_text(source)
+        code_rc, timed_out, tripped = run_limited([sys.executable, "-c", code], tmp, tmp / "stdout.txt",
+                                                  tmp / "stderr.txt", timeout_s, memory_bytes, env)
+        stdout = (tmp / "stdout.txt").read_text(errors="replace")
+        stderr = (tmp / "stderr.txt").read_text(errors="replace")
+    if timed_out:
+        return "failed", f"compiling for sm_90 did not finish within {timeout_s:g} s"
+    if tripped:
+        return "failed", f"compiling for sm_90 ran out of its {memory_bytes / 2**30:g} GiB memory limit"
+    if "NO_TOOLCHAIN" in stdout:
         return "skipped", "no NVVM/NVRTC here to compile with (pip install 'kernels-lab[cu13]'); not counted"
-    if proc.returncode == 0 and "compiled" in proc.stdout:
+    if code_rc == 0 and "compiled" in stdout:
         return "passed", "compiles for sm_90 with NVVM"
-    err = proc.stderr.strip().splitlines()
+    err = stderr.strip().splitlines()
     return "failed", "numba's real compiler rejects the kernel (the simulator accepts more):\n" + "\n".join(err[-6:])
 
 

@@ -126,6 +126,24 @@ def _speed_job(exercise: Exercise) -> dict[str, Any]:
             "reference_config": spec.reference_config(spec.n), "reps": spec.reps}
 
 
+def run_limited(argv: Sequence[str], cwd: Path, stdout: Path, stderr: Path, timeout_s: float,
+                memory_bytes: int, env: dict[str, str] | None = None) -> tuple[int, bool, bool]:
+    """Run argv under the child limits, in `cwd` (a directory of the grader's, never its own
+    working directory: whatever the submission writes stays there). Returns (exit code,
+    timed out, memory limit tripped); on a timeout its whole process group is killed."""
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    with open(stdout, "wb") as fo, open(stderr, "wb") as fe:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, cwd=cwd, env=env,
+                                preexec_fn=_limits(memory_bytes))
+        tripped: list = []
+        threading.Thread(target=_watch_memory, args=(proc, memory_bytes, tripped), daemon=True).start()
+        try:
+            return proc.wait(timeout=timeout_s), False, bool(tripped)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait(), True, bool(tripped)
+
+
 def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0, memory_bytes: int = 4 << 30,
               *, public_only: bool = False, speed: bool = False, prefix: Sequence[str] = ()) -> ChildRun:
     """Run the submission in a child process. prefix: a command the child runs under (a sanitizer);
@@ -141,21 +159,10 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0, memory_
             pickle.dump({"nonce": nonce, "source": source, "entry": exercise.entry, "kind": exercise.kind,
                          "argument_order": exercise.argument_order, "cases": sent, "speed": speed_job}, f)
         out, err = tmp / "stdout.txt", tmp / "stderr.txt"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         t0 = time.monotonic()
-        with open(out, "wb") as fo, open(err, "wb") as fe:
-            proc = subprocess.Popen([*prefix, sys.executable, "-m", "kernels_lab.grading.child", str(job), str(report_path)],
-                                    stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, cwd=tmp, env=env,
-                                    preexec_fn=_limits(memory_bytes))
-            tripped: list = []
-            threading.Thread(target=_watch_memory, args=(proc, memory_bytes, tripped), daemon=True).start()
-            try:
-                code = proc.wait(timeout=timeout_s)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                code, timed_out = proc.returncode, True
+        code, timed_out, tripped = run_limited(
+            [*prefix, sys.executable, "-m", "kernels_lab.grading.child", str(job), str(report_path)],
+            tmp, out, err, timeout_s, memory_bytes)
         run = ChildRun("ok", cases=cases, stdout=_read_capped(out), stderr=_read_capped(err),
                        seconds=time.monotonic() - t0, speed_job=speed_job)
         report = None
