@@ -1,10 +1,14 @@
-"""Diagnostic (H200): which poll load, and how much of a round trip is the host's code.
+"""Diagnostic (H200): which queue protocol, and how much of a round trip is the host's code.
 
-For each poll kind ('acquire', 'relaxed'), 1 KiB payloads, one producer, 2000 requests:
-  raw echo   the host writes seq and spins on the answer word, no API bookkeeping, no job
-  api echo   submit() + result() with the consumer in echo mode (no job)
-  api job    submit() + result() with the dot product
+For each protocol ('ll', 'seq', 'seq-relaxed'), 1 KiB payloads, one producer, 2000 requests:
+  raw echo   the host publishes and spins on the answer word in one compiled call, no API
+             bookkeeping, no job (the kernel in echo mode)
+  api echo   request() with the consumer in echo mode (no job)
+  api job    request() with the dot product
 p50 / p99 of the host round trip and the GPU's own p50 (seen -> answer stored).
+And the host's copy of a payload into a queue row (publish_row, no GPU involved) into ordinary
+memory, mapped memory (the queue's) and pinned memory, from a source in cache or not: does
+writing into memory the GPU can read cost the host more than ordinary memory?
 Usage: python benchmarks/consumer_polls.py OUT.json
 """
 
@@ -13,9 +17,10 @@ import time
 
 import numpy as np
 
-from kernels_lab.hostwait import wait_for_mark
-from kernels_lab.patterns.consumer import PersistentConsumer, Ticket
+from kernels_lab.hostpath import ask_marked, ask_row, publish_row, word_address
+from kernels_lab.patterns.consumer import PROTOCOLS, PersistentConsumer
 from kernels_lab.profile.results import dump, make_meta
+from kernels_lab.runtime import cuda, host_view
 
 
 def stats(samples, gpu):
@@ -24,43 +29,68 @@ def stats(samples, gpu):
             "gpu_us_p50": float(np.median(gpu)) / 1e3 if gpu else None}
 
 
+def raw_round_trip(c, t, payload):
+    """Publish ticket t and spin for its answer: the protocol alone (tickets in order)."""
+    slot = t % c.slots
+    answer = c._answer_address + 8 * slot
+    while not (ask_marked(c._words, slot * c.row, payload, t + 1, answer, 1 << 20) if c.protocol == "ll" else
+               ask_row(c._rows, slot * c.row, payload, c._seq_address + 4 * slot, t + 1, answer, 1 << 20)):
+        pass
+
+
+def host_copies(rng, slots=64, n=2000):
+    seq = np.zeros(1, np.int32)
+    seq_address = word_address(seq, 0)
+    rows = []
+    for size in (256, 1024, 4096):
+        sources = [rng.standard_normal(size).astype(np.float32) for _ in range(n)]  # 2000 x: out of cache
+        targets = {"numpy": np.zeros(slots * size, np.float32),
+                   "mapped": host_view(cuda.mapped_array(slots * size, np.float32)),
+                   "pinned": cuda.pinned_array(slots * size, np.float32)}
+        for target, buf in targets.items():
+            for source in ("hot", "cold"):
+                times = []
+                for k in range(n):
+                    data = sources[0] if source == "hot" else sources[k]
+                    t0 = time.perf_counter()
+                    publish_row(buf, (k % slots) * size, data, seq_address, k)
+                    times.append(time.perf_counter() - t0)
+                us = float(np.median(times[100:])) * 1e6
+                row = {"kind": "host_copy", "target": target, "source": source, "payload_bytes": 4 * size,
+                       "us_p50": us, "GBs": 4 * size / us / 1e3}
+                print(row, flush=True)
+                rows.append(row)
+    return rows
+
+
 def main(path):
     rng = np.random.default_rng(0)
     size, n = 256, 2000
     w = rng.standard_normal(size).astype(np.float32)
     payloads = [rng.standard_normal(size).astype(np.float32) for _ in range(n)]
     rows = []
-    for poll in ("acquire", "relaxed"):
+    for protocol in PROTOCOLS:
         for mode in ("raw echo", "api echo", "api job"):
-            c = PersistentConsumer(w, slots=64, blocks=4, echo=mode != "api job", poll=poll).start()
+            c = PersistentConsumer(w, slots=64, blocks=4, echo=mode != "api job", protocol=protocol).start()
             lat, gpu = [], []
-            if mode == "raw echo":  # the protocol alone: tickets in order, no payload, no bookkeeping
-                seq, addr = c._seq, c._answer_address
-                for t in range(n + 50):
-                    slot = t % c.slots
-                    t0 = time.perf_counter()
-                    seq[slot] = t + 1
-                    while not wait_for_mark(addr + 8 * slot, t + 1):
-                        pass
-                    if t >= 50:
-                        lat.append(time.perf_counter() - t0)
-                        gpu.append(c.gpu_span_ns(Ticket(t, slot)))
-                c.stop(drain=False)  # nothing went through the API: nothing to drain
-            else:
-                for k, p in enumerate(payloads[:50] + payloads):
-                    t0 = time.perf_counter()
-                    tk = c.submit(p, timeout=5)
-                    value = c.result(tk, timeout=5)
-                    if k >= 50:
-                        lat.append(time.perf_counter() - t0)
-                        gpu.append(c.gpu_span_ns(tk))
-                if mode == "api job":
-                    want = float(payloads[-1].astype(np.float64) @ w.astype(np.float64))
-                    assert abs(value - want) < 1e-3 * max(1, abs(want)), (value, want)
-                c.stop()
-            row = {"kind": "consumer_poll", "poll": poll, "mode": mode, "payload_bytes": 4 * size, **stats(lat, gpu)}
+            for k, p in enumerate(payloads[:50] + payloads):
+                t0 = time.perf_counter()
+                if mode == "raw echo":
+                    raw_round_trip(c, k, p)
+                else:
+                    value = c.request(p, timeout=5)
+                if k >= 50:
+                    lat.append(time.perf_counter() - t0)
+                    gpu.append(c.gpu_span_ns(k))
+            if mode == "api job":
+                want = float(payloads[-1].astype(np.float64) @ w.astype(np.float64))
+                assert abs(value - want) < 1e-3 * max(1, abs(want)), (value, want)
+            c.stop(drain=mode != "raw echo")  # raw tickets went around the API: nothing to drain
+            row = {"kind": "consumer_poll", "protocol": protocol, "mode": mode, "payload_bytes": 4 * size,
+                   **stats(lat, gpu)}
             print(row, flush=True)
             rows.append(row)
+    rows += host_copies(rng)
     dump(make_meta(f"python benchmarks/consumer_polls.py {path}", None), rows, path)
 
 

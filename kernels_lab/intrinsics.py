@@ -12,6 +12,12 @@
                           nothing (a fence must follow before reading what it announces)
   load4_relaxed_sys(a, v) four float32 a[4v:4v+4] as ONE 16-byte ld.relaxed.sys (payloads over PCIe:
                           no memory clobber, so several can be in flight before the first is used)
+  load_marked2_sys(a, v)  two int64 words a[2v], a[2v+1] as ONE 16-byte ld.relaxed.sys.v2.u64, each
+                          split into (float32 in its low half, int32 mark in its high half): the
+                          consumer's LL protocol, where every 8-byte word carries its own mark. Each
+                          64-bit element is a single-copy-atomic access in the PTX memory model, so a
+                          word whose mark is new holds the new value too (the pair is not atomic: it
+                          need not be, each word is checked on its own)
   float_bits(x)           the int32 bit pattern of a float32 (to pack a value and a mark in one store)
 
 Why 16-byte accesses: a memory-bound kernel is limited by the bytes it keeps in flight.
@@ -51,6 +57,16 @@ if ON_SIMULATOR:
     def float_bits(x):
         import numpy as _np
         return _np.float32(x).view(_np.int32)
+
+    def _split(word):
+        import numpy as _np
+        halves = _np.asarray(word, _np.int64).reshape(1).view(_np.int32)  # little-endian: value, mark
+        return halves[:1].view(_np.float32)[0], halves[1]
+
+    def load_marked2_sys(a, v):
+        d0, m0 = _split(a[2 * v])
+        d1, m1 = _split(a[2 * v + 1])
+        return d0, m0, d1, m1
 
     def load4(a, v):
         i = 4 * v
@@ -170,6 +186,30 @@ else:
                                 "ld.relaxed.sys.global.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,l", (ptr,))
             values = [builder.extract_value(parts, k) for k in range(4)]
             return context.make_tuple(builder, signature.return_type, values)
+
+        return sig, codegen
+
+    @intrinsic
+    def load_marked2_sys(typingctx, a, v):
+        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.int64):
+            raise TypeError(f"load_marked2_sys needs a 1-D int64 array, got {a}")
+        if not isinstance(v, types.Integer):
+            raise TypeError(f"load_marked2_sys needs an integer vector index, got {v}")
+        sig = types.Tuple((types.float32, types.int32, types.float32, types.int32))(a, v)
+
+        def codegen(context, builder, signature, args):
+            arr, vi = args
+            i64, i32 = ir.IntType(64), ir.IntType(32)
+            ptr = _element_pointer(context, builder, signature.args[0], arr, builder.mul(vi, ir.Constant(vi.type, 2)))
+            # like load4_relaxed_sys: a side effect, no memory clobber (several in flight per thread)
+            words = _inline_asm(builder, ir.LiteralStructType([i64, i64]),
+                                "ld.relaxed.sys.global.v2.u64 {$0, $1}, [$2];", "=l,=l,l", (ptr,))
+            parts = []
+            for k in range(2):
+                w = builder.extract_value(words, k)
+                parts.append(builder.bitcast(builder.trunc(w, i32), ir.FloatType()))
+                parts.append(builder.trunc(builder.lshr(w, ir.Constant(i64, 32)), i32))
+            return context.make_tuple(builder, signature.return_type, parts)
 
         return sig, codegen
 

@@ -293,10 +293,12 @@ def persistent_chain(x, b, alpha, out):
         code("""print(lessons.check("persistent_chain", globals().get("persistent_chain")))"""),
         md("""
 ## A kernel that never exits: the persistent consumer
-The host writes requests into a ring in mapped host memory; a resident kernel polls it (with
-`ld.acquire.sys` loads the compiler cannot hoist), reads the payload across PCIe with 16-byte loads
-several in flight, answers with one 8-byte store (value and mark together), and waits again. The host
-waits for the answer in machine code that releases the GIL (`kernels_lab/hostwait.py`), so other
+The host writes requests into a ring in mapped host memory; a resident kernel polls it with `.sys`
+loads the compiler cannot hoist, answers with one 8-byte store (value and mark together), and waits
+again. Two protocols: `seq` polls one word per slot, then reads the payload (two PCIe round trips);
+`ll` (NCCL's low-latency protocol) puts the ticket's mark in every 8-byte payload word, so the poll
+*is* the payload read (one round trip, twice the bytes): it wins for small payloads. The host
+publishes and waits in machine code that releases the GIL (`kernels_lab/hostpath.py`), so other
 producer threads run meanwhile. Every wait is bounded by an idle budget. On the simulator the kernel
 runs on a Python thread with one block."""),
         code("""from kernels_lab.patterns.consumer import PersistentConsumer, reference

@@ -105,41 +105,107 @@ def test_baseline_computes_the_same_job(size, rng):
     np.testing.assert_allclose(got, [C.reference(p, weights) for p in payloads], rtol=1e-4, atol=1e-4)
 
 
-def test_ragged_payload_and_echo_mode(rng):
+@pytest.mark.parametrize("protocol,hot_us", [("ll", 1e6), ("ll", 0.0), ("seq", 100.0), ("seq-relaxed", 100.0)])
+def test_every_protocol_with_ragged_payloads_and_reused_slots(protocol, hot_us, rng):
+    # ll with hot_us=0 takes every request through the cold probe first; 1e6 polls hot throughout
     w = rng.standard_normal(P + 1).astype(np.float32)
-    with C.PersistentConsumer(w, slots=2, idle_timeout_s=30) as c:
-        for _ in range(3):  # slots are reused: stale rows or marks would show
+    with C.PersistentConsumer(w, slots=2, idle_timeout_s=30, protocol=protocol, hot_us=hot_us) as c:
+        for k in range(4):  # slots are reused: stale rows or marks would show
             p = rng.uniform(-2, 1, P + 1).astype(np.float32)
-            t = c.submit(p, timeout=30)
-            assert c.result(t, timeout=30) == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-4)
-            assert c.gpu_span_ns(t) >= 0
-    with C.PersistentConsumer(w, slots=2, idle_timeout_s=30, echo=True, poll="relaxed") as c:
-        assert c.result(c.submit(rng.standard_normal(P + 1).astype(np.float32)), timeout=30) == 0.0
-    with pytest.raises(ValueError, match="poll 'spin'"):
-        C.PersistentConsumer(w, poll="spin")
+            if k % 2:
+                got = c.request(p[::-1].copy()[::-1], timeout=30)  # a strided view: copied, same answer
+            else:
+                got = c.result(c.submit(p, timeout=30), timeout=30)
+            assert got == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-4)
+            assert c.gpu_span_ns(k) >= 0
+    assert c.status()["served"] == 4
+
+
+def test_ll_waits_for_every_word_of_the_row(rng):
+    """A row with one word still carrying an old mark is not taken; when the word arrives it is."""
+    from kernels_lab.hostpath import publish_marked
+    w = rng.standard_normal(P).astype(np.float32)
+    p = rng.standard_normal(P).astype(np.float32)
+    with C.PersistentConsumer(w, slots=1, idle_timeout_s=30, protocol="ll", hot_us=1e6) as c:
+        with c._lock:  # reserve ticket 0 by hand and publish all of its row but one word
+            t = next(c._next)
+            c._published.add(t)
+        publish_marked(c._words, 0, p, t + 1)
+        c._words[P // 2] = np.int64(7) << 32  # a word whose mark is not ticket 0's
+        time.sleep(1.0)
+        assert c._answer[0] >> 32 == 0 and c.status()["served"] == 0
+        publish_marked(c._words, 0, p, t + 1)
+        assert c.result(C.Ticket(t, 0), timeout=30) == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-4)
+
+
+def test_echo_mode_and_protocol_choice(rng):
+    w = rng.standard_normal(P).astype(np.float32)
+    for protocol in ("ll", "seq"):
+        with C.PersistentConsumer(w, slots=2, idle_timeout_s=30, echo=True, protocol=protocol) as c:
+            assert c.request(rng.standard_normal(P).astype(np.float32), timeout=30) == 0.0
+    assert C.default_protocol(1024) == "ll" and C.default_protocol(C.LL_MAX_BYTES + 4) == "seq"
+    assert C.PersistentConsumer(w).protocol == C.default_protocol(4 * P)
+    with pytest.raises(ValueError, match="protocol 'spin'"):
+        C.PersistentConsumer(w, protocol="spin")
 
 
 def test_host_wait_sees_another_threads_write_and_is_bounded():
-    from kernels_lab import hostwait
+    from kernels_lab import hostpath
     words = np.zeros(3, np.int64)
-    address = hostwait.word_address(words, 1)
-    assert not hostwait.wait_for_mark(address, 5, spins=1000)  # bounded: returns False
+    address = hostpath.word_address(words, 1)
+    assert not hostpath.wait_for_mark(address, 5, spins=1000)  # bounded: returns False
     writer = threading.Timer(0.05, lambda: words.__setitem__(1, (5 << 32) | 123))
     writer.start()
     deadline = time.monotonic() + 10
-    while not hostwait.wait_for_mark(address, 5) and time.monotonic() < deadline:
+    while not hostpath.wait_for_mark(address, 5) and time.monotonic() < deadline:
         pass
     assert words[1] & 0xFFFFFFFF == 123
     with pytest.raises(ValueError, match="int64"):
-        hostwait.word_address(np.zeros(2, np.int32), 0)
+        hostpath.word_address(np.zeros(2, np.float32), 0)
+
+
+def test_host_publishing_writes_what_each_protocol_reads(rng):
+    from kernels_lab import hostpath
+    data = rng.standard_normal(5).astype(np.float32)
+    words = np.full(8, -1, np.int64)
+    hostpath.publish_marked(words, 1, data, 9)
+    assert (words[1:7] >> 32 == 9).all() and words[0] == -1 and words[7] == -1  # 6 words: one line of padding
+    np.testing.assert_array_equal(words[1:6].astype(np.uint64).astype(np.uint32).view(np.float32), data)
+    assert words[6] & 0xFFFFFFFF == 0  # the padding word's value: 0.0
+    rows, seq = np.zeros(8, np.float32), np.zeros(2, np.int32)
+    hostpath.publish_row(rows, 2, data, hostpath.word_address(seq, 1), 4)
+    np.testing.assert_array_equal(rows[2:7], data)
+    assert seq.tolist() == [0, 4]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("size,poll", [(1024, "acquire"), (4099, "acquire"), (1024, "relaxed"), (4099, "relaxed")])
-def test_gpu_consumer_with_several_blocks(size, poll, rng):
+@pytest.mark.parametrize("size,protocol", [(1024, "ll"), (4099, "ll"), (1024, "seq"), (4099, "seq"),
+                                           (1024, "seq-relaxed")])
+def test_gpu_consumer_with_several_blocks(size, protocol, rng):
     w = rng.standard_normal(size).astype(np.float32)
-    with C.PersistentConsumer(w, slots=32, blocks=4, idle_timeout_s=10, poll=poll) as c:
-        for _ in range(200):
+    with C.PersistentConsumer(w, slots=32, blocks=4, idle_timeout_s=10, protocol=protocol) as c:
+        for k in range(300):
             p = rng.standard_normal(size).astype(np.float32)
-            assert c.result(c.submit(p), timeout=5) == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-3)
-    assert c.status()["served"] == 200
+            got = c.request(p, timeout=5) if k % 2 else c.result(c.submit(p), timeout=5)
+            assert got == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-3)
+    assert c.status()["served"] == 300
+
+
+@pytest.mark.gpu
+def test_gpu_ll_consumer_under_several_producers_and_a_cold_start(rng):
+    # hot_us=0: every request goes through the cold probe; four producers keep all blocks busy
+    w = rng.standard_normal(1000).astype(np.float32)
+    payloads = rng.standard_normal((400, 1000)).astype(np.float32)
+    got = np.full(400, np.nan)
+    with C.PersistentConsumer(w, slots=16, blocks=4, idle_timeout_s=10, protocol="ll", hot_us=0) as c:
+        def producer(k):
+            for i in range(k, 400, 4):
+                got[i] = c.request(payloads[i], timeout=5)
+        threads = [threading.Thread(target=producer, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    want = payloads.astype(np.float64) @ w.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert c.status()["served"] == 400

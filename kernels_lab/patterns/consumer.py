@@ -11,8 +11,10 @@ weight vector that lives on the GPU for the whole run: result = payload . w.
                              memory, serves a request in a few microseconds, and waits again
 
 The queue (all cuda.mapped_array, so host and GPU see the same bytes):
-    seq[S]       ticket + 1, written by the host after the payload: "slot holds ticket t"
-    payload[S*R] request data, one row of R floats per slot (R = P rounded up to 4: 16-byte rows)
+    seq[S]       'seq' protocol: ticket + 1, written by the host after the payload: "slot holds ticket t"
+    rows[S*R]    'seq': request data, one row of R floats per slot (R = P rounded up to 4: 16-byte rows)
+    words[S*R]   'll': request data as int64 words (ticket + 1) << 32 | the float's bits, R = P
+                 rounded up to 2 (16-byte lines); no seq word: each word says whose it is
     answer[S]    int64: (ticket + 1) << 32 | the result's float32 bits, ONE 8-byte store by the
                  GPU, so the mark and the value arrive together and no fence sits between them
     ctrl[2]      [0] leave: 1 = the host's stop, 2 = a block's idle budget ran out (all leave)
@@ -23,21 +25,25 @@ Tickets go to blocks round-robin (ticket t -> block t % B, slot t % S); a slot i
 only after its previous ticket was collected, so every request is answered exactly once.
 
 What a round trip costs, and what this code does about each part:
-  - the GPU's poll is a read across PCIe (about a microsecond): thread 0 polls ONLY its
-    slot's seq word; the stop word is read every 32nd poll, the idle clock is on chip;
-  - the payload crosses PCIe as 16-byte ld.relaxed.sys loads, four in flight per thread
-    before the first is used: one bus round trip brings 16 KiB into a block of 256 threads;
+  - the GPU's poll is a read across PCIe (one to two microseconds there and back). 'seq':
+    thread 0 polls ONLY its slot's seq word, then the block reads the payload: a second round
+    trip. 'll' (NCCL's low-latency protocol): the block polls the payload words themselves and
+    takes the request when every word carries its mark: one round trip, for twice the bytes.
+    So 'll' wins while latency dominates (small payloads) and 'seq' when bytes do (large ones);
+  - the stop word is read every 32nd poll, the idle clock is on chip (%globaltimer);
+  - payloads cross PCIe as 16-byte ld.relaxed.sys loads, four in flight per thread before
+    the first is used;
   - the answer is one posted 8-byte store, fenced after (the fence costs the GPU, not the
     host's wait);
-  - the host waits in hostwait.py: machine code, GIL released, so other producers (and on the
-    simulator the consumer thread itself) run while it spins.
+  - the host's part runs in hostpath.py: machine code, GIL released, so other producers (and
+    on the simulator the consumer thread itself) run meanwhile.
 
 The dangers this code guards against:
   - a plain flag read in a loop is hoisted by the compiler: the loop never sees the host's
     write. A plain load with cuda.threadfence_system() in the loop is not hoisted, but on the
     H200 a consumer started after an earlier one had been stopped never saw the host's
-    writes with it (a stale cached line is the likely cause). Here every poll is an
-    ld.acquire.sys (inline PTX, intrinsics.py) and every payload read an ld.relaxed.sys.
+    writes with it (a stale cached line is the likely cause). Here every poll is a .sys load
+    (inline PTX, intrinsics.py): ld.acquire.sys for seq words, ld.relaxed.sys for payloads.
   - an unbounded spin wedges the GPU: every wait here is bounded by an idle budget in
     nanoseconds (%globaltimer); when it runs out the kernel exits with EXIT_IDLE_BUDGET.
   - a grid that is not co-resident never serves the tickets of blocks that never start: the
@@ -49,7 +55,8 @@ The dangers this code guards against:
 
 On the simulator: a kernel launch blocks its caller, so the consumer runs on a Python
 thread; mapped arrays are shared by reference; one block; timings are meaningless.
-On x86 hosts, stores are seen in order, so writing the payload before seq is enough.
+On x86 hosts, stores are seen in order, so writing the payload before seq is enough, and
+every aligned 8-byte store ('ll''s words) is atomic.
 """
 
 from __future__ import annotations
@@ -61,8 +68,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..hostwait import wait_for_mark, warm_up, word_address
-from ..intrinsics import (float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_relaxed_sys,
+from ..hostpath import ask_marked, ask_row, publish_marked, publish_row, wait_for_mark, warm_up, word_address
+from ..intrinsics import (float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_marked2_sys,
                           poll_relaxed_sys)
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
 from .reduce import block_sum
@@ -74,66 +81,157 @@ _mapped_array, _to_device, _stream, _event, _synchronize, _defer_cleanup = (
 
 BLOCK = 256
 EXIT_RUNNING, EXIT_STOPPED, EXIT_IDLE_BUDGET = 0, 2, 3
-_WORK, _STOP, _IDLE = 1, 2, 3
+_WORK, _STOP, _IDLE, _HOT, _COLD = 1, 2, 3, 4, 5
+PROTOCOLS = ("ll", "seq", "seq-relaxed")
+LL_MAX_BYTES = 4096  # payloads up to this size use "ll" by default (see default_protocol)
 
 
 def reference(payload: np.ndarray, weights: np.ndarray) -> float:
     return float(payload.astype(np.float64) @ weights.astype(np.float64))
 
 
+def default_protocol(payload_bytes: int) -> str:
+    """'ll' (one PCIe round trip, twice the bytes) for small payloads, 'seq' for large ones."""
+    return "ll" if payload_bytes <= LL_MAX_BYTES else "seq"
+
+
 _ZERO4 = (np.float32(0),) * 4
+_NO_WORDS = (np.float32(0), np.int32(0), np.float32(0), np.int32(0))
 
 
 @cuda.jit(device=True, inline=True)
-def _dot4(p, w):
-    return p[0] * w[0] + p[1] * w[1] + p[2] * w[2] + p[3] * w[3]
+def _use_floats(p, weights, v, mark):
+    """One 16-byte vector of a plain row: its share of the dot product (always valid)."""
+    w = load4(weights, v)
+    return p[0] * w[0] + p[1] * w[1] + p[2] * w[2] + p[3] * w[3], True
 
 
 @cuda.jit(device=True, inline=True)
-def block_dot(payload, row, weights, partial):
-    """All threads of the block: payload[row*R + i] . weights[i] (row R = weights rounded up to 4)."""
-    tid, step = cuda.threadIdx.x, cuda.blockDim.x
+def _use_marked(x, weights, v, mark):
+    """Two marked words (value, mark, value, mark): their share, and whether both carry `mark`."""
+    return x[0] * weights[2 * v] + x[2] * weights[2 * v + 1], x[1] == mark and x[3] == mark
+
+
+def strided_dot(load, use, empty):
+    """This thread's part of a row's dot product, with four vector loads in flight.
+
+    The row's vectors first..first+nvec-1 go to the threads in turn (vector v to thread v % blockDim);
+    each thread issues up to four loads before it uses the first: over PCIe that is four bus round
+    trips' worth of bytes in one. Returns (partial sum, every vector valid)."""
+
+    @cuda.jit(device=True, inline=True)
+    def dot(src, first, nvec, weights, mark):
+        step = cuda.blockDim.x
+        acc = np.float32(0)
+        ok = True
+        v = cuda.threadIdx.x
+        while v < nvec:
+            x0 = load(src, first + v)
+            x1 = load(src, first + v + step) if v + step < nvec else empty
+            x2 = load(src, first + v + 2 * step) if v + 2 * step < nvec else empty
+            x3 = load(src, first + v + 3 * step) if v + 3 * step < nvec else empty
+            a, good = use(x0, weights, v, mark)
+            acc += a
+            ok = ok and good
+            if v + step < nvec:
+                a, good = use(x1, weights, v + step, mark)
+                acc += a
+                ok = ok and good
+            if v + 2 * step < nvec:
+                a, good = use(x2, weights, v + 2 * step, mark)
+                acc += a
+                ok = ok and good
+            if v + 3 * step < nvec:
+                a, good = use(x3, weights, v + 3 * step, mark)
+                acc += a
+                ok = ok and good
+            v += 4 * step
+        return acc, ok
+
+    return dot
+
+
+_row_dot = strided_dot(load4_relaxed_sys, _use_floats, _ZERO4)
+_marked_dot = strided_dot(load_marked2_sys, _use_marked, _NO_WORDS)
+
+
+@cuda.jit(device=True, inline=True)
+def block_dot(rows, row, weights, partial):
+    """All threads of the block: rows[row] . weights, over 16-byte vectors (weights zero-padded to
+    the row length, a multiple of 4)."""
     nvec = weights.size >> 2
-    first = row * ((weights.size + 3) >> 2)  # the row's first 16-byte vector
-    acc = np.float32(0)
-    v = tid
-    while v < nvec:
-        # four 16-byte loads issued before any is used: four PCIe reads in flight per thread
-        p0 = load4_relaxed_sys(payload, first + v)
-        p1 = load4_relaxed_sys(payload, first + v + step) if v + step < nvec else _ZERO4
-        p2 = load4_relaxed_sys(payload, first + v + 2 * step) if v + 2 * step < nvec else _ZERO4
-        p3 = load4_relaxed_sys(payload, first + v + 3 * step) if v + 3 * step < nvec else _ZERO4
-        acc += _dot4(p0, load4(weights, v))
-        if v + step < nvec:
-            acc += _dot4(p1, load4(weights, v + step))
-        if v + 2 * step < nvec:
-            acc += _dot4(p2, load4(weights, v + 2 * step))
-        if v + 3 * step < nvec:
-            acc += _dot4(p3, load4(weights, v + 3 * step))
-        v += 4 * step
-    i = 4 * nvec + tid  # the last size % 4 floats, one per thread
-    if i < weights.size:
-        acc += load_relaxed_sys(payload, 4 * first + i) * weights[i]
+    acc, _ = _row_dot(rows, row * nvec, nvec, weights, 0)
     return block_sum(acc, partial)
 
 
-POLLS = ("acquire", "relaxed")
+@cuda.jit(device=True, inline=True)
+def _leave(ctrl, polls, now, since, idle_ns):
+    """Thread 0, once per poll: _STOP when the host asked every block to leave (that word is read
+    every 32nd poll only: each read is a PCIe round trip), _IDLE when the idle budget is spent."""
+    if (polls & 31) == 31 and load_acquire_sys(ctrl, 0) != 0:
+        return _STOP
+    if now - since > idle_ns:
+        return _IDLE
+    return 0
 
 
-def make_consumer_kernel(poll: str):
-    """The consumer, with its poll load chosen at compile time:
-    'acquire'  every poll an ld.acquire.sys: it orders the payload reads after it by itself;
-    'relaxed'  every poll an ld.relaxed.sys (no ordering), then one system fence once work is seen.
+def make_consumer_kernel(protocol: str):
+    """The consumer for one queue protocol (chosen at compile time):
+    'seq'          thread 0 polls the slot's seq word with ld.acquire.sys (it orders the payload
+                   reads after it by itself); then the block reads the payload: two PCIe round trips
+    'seq-relaxed'  the same with ld.relaxed.sys polls (no ordering) and one system fence once seen
+    'll'           no seq word: every 8-byte payload word carries the ticket's mark (NCCL's LL
+                   protocol). While hot (a request seen within hot_ns) every thread polls its words
+                   and the block takes the request when all marks match: the poll IS the payload
+                   read, one round trip. Cold, thread 0 probes the row's first line only, so an idle
+                   queue costs the bus 16 bytes per poll, not the whole row.
     """
-    if poll not in POLLS:
-        raise ValueError(f"poll {poll!r}: expected one of {POLLS}")
-    relaxed = poll == "relaxed"
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
+    marked, relaxed = protocol == "ll", protocol == "seq-relaxed"
 
     @cuda.jit(device=True, inline=True)
-    def poll_word(a, i):
-        return poll_relaxed_sys(a, i) if relaxed else load_acquire_sys(a, i)
+    def wait_seq(seq, slot, mark, ctrl, polls, since, idle_ns):
+        """Thread 0: bounded, ends on work, on the leave word, or when the idle budget is spent."""
+        cmd = 0
+        while cmd == 0:
+            # a .sys load is re-read every time: never hoisted, never a stale cached line
+            seen = poll_relaxed_sys(seq, slot) if relaxed else load_acquire_sys(seq, slot)
+            cmd = _WORK if seen == mark else _leave(ctrl, polls, globaltimer(), since, idle_ns)
+            polls += 1
+        if relaxed:
+            cuda.threadfence_system()  # the payload reads come after the poll that saw the ticket
+        return cmd, polls
 
-    def consumer_kernel(seq, answer, payload, ctrl, status, stamps, weights, idle_ns, echo):
+    @cuda.jit(device=True, inline=True)
+    def wait_marked(words, slot, mark, weights, ctrl, command, polls, since, hot_ns, idle_ns):
+        """All threads: bounded like wait_seq. Returns (command, this thread's partial sum, polls, since)."""
+        nvec = weights.size >> 1
+        first = slot * nvec
+        arriving = False  # thread 0's cold probe saw the mark: poll hot until the whole row is in
+        while True:
+            if cuda.threadIdx.x == 0:
+                now = globaltimer()
+                cmd = _leave(ctrl, polls, now, since, idle_ns)
+                command[0] = cmd if cmd != 0 else (_HOT if arriving or now - since < hot_ns else _COLD)
+            polls += 1
+            cuda.syncthreads()
+            cmd = command[0]
+            if cmd == _STOP or cmd == _IDLE:
+                return cmd, np.float32(0), polls, since
+            if cmd == _HOT:
+                acc, ok = _marked_dot(words, first, nvec, weights, mark)
+                if cuda.syncthreads_and(np.int32(ok)):  # every word of the row carries this ticket's mark
+                    return _WORK, acc, polls, since
+            else:
+                if cuda.threadIdx.x == 0:
+                    x = load_marked2_sys(words, first)
+                    if x[1] == mark:
+                        arriving = True
+                        since = globaltimer()  # a sign of work: the idle budget starts again
+                cuda.syncthreads()  # command[0] is rewritten next round
+
+    def consumer_kernel(seq, answer, rows, words, ctrl, status, stamps, weights, idle_ns, hot_ns, echo):
         # On chip: the weights stay in device memory for the whole run; the block's partial sums
         # in shared memory. Through PCIe: each request's payload in, one 8-byte answer out.
         block, nblocks, tid = cuda.blockIdx.x, cuda.gridDim.x, cuda.threadIdx.x
@@ -143,55 +241,58 @@ def make_consumer_kernel(poll: str):
         ticket = block
         served = 0
         polls = 0
+        since = globaltimer()  # the last sign of work: the idle budget (and 'll''s hot window) count from it
         seen = np.int64(0)
         while True:
             slot = ticket % slots
-            if tid == 0:
-                cmd = 0
-                start = globaltimer()
-                while cmd == 0:  # bounded: ends on work, on the leave word, or when the idle budget is spent
-                    # a .sys load is re-read every time: never hoisted, never a stale cached line
-                    if poll_word(seq, slot) == ticket + 1:
-                        cmd = _WORK
-                    elif (polls & 31) == 31 and poll_word(ctrl, 0) != 0:
-                        cmd = _STOP  # checked after the queue, so work already published drains first
-                    elif globaltimer() - start > idle_ns:
-                        cmd = _IDLE
-                    polls += 1
-                if relaxed:
-                    cuda.threadfence_system()  # the payload reads below come after the poll that saw it
-                seen = globaltimer()
-                command[0] = cmd
-            cuda.syncthreads()
-            if command[0] != _WORK:
+            mark = ticket + 1
+            cmd, acc = 0, np.float32(0)
+            if marked:
+                cmd, acc, polls, since = wait_marked(words, slot, mark, weights, ctrl, command, polls, since,
+                                                     hot_ns, idle_ns)
+                if tid == 0:
+                    seen = globaltimer()
+            else:
+                if tid == 0:
+                    cmd, polls = wait_seq(seq, slot, mark, ctrl, polls, since, idle_ns)
+                    seen = globaltimer()
+                    command[0] = cmd
+                cuda.syncthreads()
+                cmd = command[0]
+            if cmd != _WORK:
                 break
-            value = np.float32(0) if echo else block_dot(payload, slot, weights, partial)
+            if echo:
+                value = np.float32(0)
+            elif marked:
+                value = block_sum(acc, partial)
+            else:
+                value = block_dot(rows, slot, weights, partial)
             if tid == 0:
-                mark = np.int64(ticket + 1) << 32
-                answer[slot] = mark | (np.int64(float_bits(value)) & 0xFFFFFFFF)
+                answer[slot] = (np.int64(mark) << 32) | (np.int64(float_bits(value)) & 0xFFFFFFFF)
                 answered = globaltimer()
                 cuda.threadfence_system()  # push the answer out now (posted writes may linger)
                 stamps[2 * slot] = seen
                 stamps[2 * slot + 1] = answered
+                since = answered
                 served += 1
                 status[block, 0] = served
                 status[block, 1] = polls
             cuda.syncthreads()  # command and partial are reused by the next request
             ticket += nblocks
         if tid == 0:
-            if command[0] == _IDLE:
+            if cmd == _IDLE:
                 ctrl[0] = 2  # one block gone means its tickets would never be served: all leave
             status[block, 0] = served
             status[block, 1] = polls
             status[block, 3] = ticket
             cuda.threadfence_system()
-            status[block, 2] = EXIT_IDLE_BUDGET if command[0] == _IDLE else EXIT_STOPPED
+            status[block, 2] = EXIT_IDLE_BUDGET if cmd == _IDLE else EXIT_STOPPED
 
-    consumer_kernel.__name__ = consumer_kernel.__qualname__ = f"consumer_{poll}"
+    consumer_kernel.__name__ = consumer_kernel.__qualname__ = f"consumer_{protocol.replace('-', '_')}"
     return cuda.jit(consumer_kernel)
 
 
-CONSUMER_KERNELS = {poll: make_consumer_kernel(poll) for poll in POLLS}
+CONSUMER_KERNELS = {protocol: make_consumer_kernel(protocol) for protocol in PROTOCOLS}
 
 
 class ConsumerError(RuntimeError):
@@ -215,13 +316,23 @@ class Ticket(NamedTuple):  # a NamedTuple: cheaper to make than a dataclass, on 
     slot: int
 
 
+_F32 = np.dtype(np.float32)
+
+
 def _check_payload(payload: Any, size: int) -> np.ndarray:
+    """A C-contiguous float32 vector of `size` (a strided view is copied: the queue copies anyway)."""
     arr = np.asarray(payload)
     if arr.dtype != np.float32:
         raise ValueError(f"payload dtype {arr.dtype}: float32 is required")
     if arr.shape != (size,):
         raise ValueError(f"payload shape {arr.shape}: ({size},) is required")
-    return arr
+    return np.ascontiguousarray(arr)
+
+
+def _padded(weights: np.ndarray, multiple: int) -> np.ndarray:
+    out = np.zeros(-(-weights.size // multiple) * multiple, np.float32)
+    out[:weights.size] = weights
+    return out
 
 
 class PersistentConsumer:
@@ -230,21 +341,26 @@ class PersistentConsumer:
         with PersistentConsumer(weights) as c:
             t = c.submit(payload)          # -> Ticket; blocks while the queue is full (timeout)
             value = c.result(t, timeout=1) # -> float; raises if the consumer died or time ran out
+            value = c.request(payload)     # the two in one call
 
     A full queue blocks submit() up to `timeout` seconds, then raises QueueFull (nothing is
     written). stop(drain=True) waits for every published request to be answered first; what
     is still unanswered after that is reported: its result() raises ConsumerStopped.
+    protocol: 'll' or 'seq' (see make_consumer_kernel); by default by payload size
+    (default_protocol). hot_us: how long an 'll' block keeps polling whole rows after its last
+    request (the bus carries 2 x payload bytes per poll meanwhile), before it probes one line.
     """
 
     def __init__(self, weights: np.ndarray, slots: int = 64, blocks: int | None = None,
-                 idle_timeout_s: float = 10.0, echo: bool = False, poll: str = "acquire"):
+                 idle_timeout_s: float = 10.0, echo: bool = False, protocol: str | None = None,
+                 hot_us: float = 100.0):
         weights = np.asarray(weights)
-        if poll not in POLLS:
-            raise ValueError(f"poll {poll!r}: expected one of {POLLS}")
-        self._kernel = CONSUMER_KERNELS[poll]
         if weights.ndim != 1 or weights.size == 0:
             raise ValueError(f"weights: shape {weights.shape}; a non-empty 1-D vector is required")
         weights = _check_payload(weights, weights.size)
+        protocol = protocol or default_protocol(4 * weights.size)
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
         if slots < 1:
             raise ValueError("slots must be >= 1")
         blocks = blocks or (1 if ON_SIMULATOR else min(4, slots))
@@ -254,20 +370,30 @@ class PersistentConsumer:
             raise ValueError(f"{blocks} blocks: at most one per SM ({device_facts().sm_count}) keeps them all resident")
         if blocks > slots:
             raise ValueError(f"{blocks} blocks need at least as many slots (got {slots})")
-        self.size, self.slots, self.blocks, self.echo = weights.size, slots, blocks, echo
-        self.row = -(-weights.size // 4) * 4  # payload row stride: 16-byte aligned rows
+        self.size, self.slots, self.blocks, self.echo, self.protocol = weights.size, slots, blocks, echo, protocol
+        self._kernel = CONSUMER_KERNELS[protocol]
+        self._marked = protocol == "ll"
+        # a row per slot: 'seq' 16-byte rows of floats; 'll' 16-byte lines of two marked words.
+        # The weights are zero-padded to the row, so the padding adds nothing to the dot product.
+        padded = _padded(weights, 2 if self._marked else 4)
+        self.row = padded.size
         m = _mapped_array
-        self._d = {"seq": m(slots, np.int32), "answer": m(slots, np.int64), "payload": m(slots * self.row, np.float32),
-                   "ctrl": m(2, np.int32), "status": m((blocks, 4), np.int64), "stamps": m(2 * slots, np.int64)}
+        rows = (1, slots * self.row) if self._marked else (slots * self.row, 1)  # the unused one: a stub
+        self._d = {"seq": m(slots, np.int32), "answer": m(slots, np.int64), "rows": m(rows[0], np.float32),
+                   "words": m(rows[1], np.int64), "ctrl": m(2, np.int32), "status": m((blocks, 4), np.int64),
+                   "stamps": m(2 * slots, np.int64)}
         self._h = {k: host_view(v) for k, v in self._d.items()}
         for v in self._h.values():
             v[...] = 0
         # hot-path handles: the answer words' address, the value halves (little-endian low words)
-        self._seq, self._payload, self._answer, self._ctrl = (self._h[k] for k in ("seq", "payload", "answer", "ctrl"))
+        self._seq, self._answer, self._ctrl = (self._h[k] for k in ("seq", "answer", "ctrl"))
+        self._rows, self._words = self._h["rows"], self._h["words"]
+        self._seq_address = word_address(self._seq, 0)
         self._answer_address = word_address(self._answer, 0)
         self._value = self._answer.view(np.float32)[0::2]
-        self._weights = _to_device(weights)
-        self._idle_ns = int(idle_timeout_s * 1e9)
+        self._shape = (self.size,)
+        self._weights = _to_device(padded)
+        self._idle_ns, self._hot_ns = int(idle_timeout_s * 1e9), int(hot_us * 1e3)
         self._lock = threading.Lock()
         self._slot_free = threading.Condition(self._lock)
         self._next = itertools.count()
@@ -275,6 +401,7 @@ class PersistentConsumer:
         self._waiting = 0  # submitters waiting for a slot (notify only when someone waits)
         self._published: set[int] = set()
         self._abandoned: set[int] = set()
+        self.last_ticket = -1  # the number of the last ticket handed out
         self._state = "new"
         warm_up()
 
@@ -285,8 +412,8 @@ class PersistentConsumer:
         self._no_frees = _defer_cleanup()
         self._no_frees.__enter__()
         d = self._d
-        args = (d["seq"], d["answer"], d["payload"], d["ctrl"], d["status"], d["stamps"], self._weights,
-                np.int64(self._idle_ns), np.int32(self.echo))
+        args = (d["seq"], d["answer"], d["rows"], d["words"], d["ctrl"], d["status"], d["stamps"], self._weights,
+                np.int64(self._idle_ns), np.int64(self._hot_ns), np.int32(self.echo))
         if ON_SIMULATOR:
             self._thread = threading.Thread(target=lambda: self._kernel[1, BLOCK](*args), daemon=True)
             self._thread.start()
@@ -357,14 +484,21 @@ class PersistentConsumer:
 
     # -- requests --------------------------------------------------------------------
     def _unanswered_locked(self) -> list[int]:
-        return [t for t in self._published if self._answer[t % self.slots] >> 32 != t + 1]
+        return [t for t in tuple(self._published) if self._answer[t % self.slots] >> 32 != t + 1]
 
     def _unanswered(self) -> list[int]:
         with self._lock:
             return self._unanswered_locked()
 
-    def submit(self, payload: Any, timeout: float = 1.0) -> Ticket:
-        data = _check_payload(payload, self.size)
+    def _checked(self, payload: Any) -> np.ndarray:
+        # the common case in a few attribute reads; anything else gets the full check
+        if type(payload) is np.ndarray and payload.dtype is _F32 and payload.shape == self._shape \
+                and payload.strides == (4,):
+            return payload
+        return _check_payload(payload, self.size)
+
+    def _reserve(self, timeout: float) -> tuple[int, int]:
+        """Take the next ticket and its slot (waiting while the slot's last ticket is uncollected)."""
         with self._lock:
             if self._state != "running":
                 raise ConsumerStopped(f"submit(): the consumer is {self._state}")
@@ -374,10 +508,43 @@ class PersistentConsumer:
             slot = t % self.slots
             if t >= self.slots and self._collected[slot] != t - self.slots:
                 self._wait_for_slot(t, slot, timeout)
-            self._payload[slot * self.row:slot * self.row + self.size] = data
-            self._seq[slot] = t + 1  # publish last: the payload is in place before the ticket
             self._published.add(t)
+            self.last_ticket = t
+        return t, slot
+
+    def submit(self, payload: Any, timeout: float = 1.0) -> Ticket:
+        data = self._checked(payload)
+        t, slot = self._reserve(timeout)
+        # Published after the lock: the ticket is reserved, so stop() waits for it (or reports
+        # it), and nothing that can fail or block comes between the reservation and this.
+        if self._marked:  # every word carries the mark: no separate publish step
+            publish_marked(self._words, slot * self.row, data, t + 1)
+        else:  # the payload first, then seq: "slot holds ticket t"
+            publish_row(self._rows, slot * self.row, data, self._seq_address + 4 * slot, t + 1)
         return Ticket(t, slot)
+
+    def request(self, payload: Any, timeout: float = 1.0) -> float:
+        """submit() and result() in one: publish and wait in one compiled call, the slow checks
+        (timeout, a consumer that died) only if the answer is not there within its first spins."""
+        data = self._checked(payload)
+        t, slot = self._reserve(timeout)
+        address = self._answer_address + 8 * slot
+        if self._marked:
+            answered = ask_marked(self._words, slot * self.row, data, t + 1, address, 1 << 16)
+        else:
+            answered = ask_row(self._rows, slot * self.row, data, self._seq_address + 4 * slot, t + 1,
+                               address, 1 << 16)
+        if not answered:
+            return self.result(Ticket(t, slot), timeout)
+        value = float(self._value[slot])
+        # this call alone holds ticket t: it is collected without the lock (set and list updates
+        # are atomic under the GIL; stop() iterates over a copy)
+        self._published.discard(t)
+        self._collected[slot] = t
+        if self._waiting:
+            with self._lock:
+                self._slot_free.notify_all()
+        return value
 
     def _wait_for_slot(self, t: int, slot: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -414,10 +581,13 @@ class PersistentConsumer:
                 self._slot_free.notify_all()
         return value
 
-    def gpu_span_ns(self, ticket: Ticket) -> int:
-        """GPU ns from seeing the ticket to answering it (valid until its slot is reused)."""
+    def gpu_span_ns(self, ticket: Ticket | int) -> int:
+        """GPU ns from seeing the ticket (or ticket number) to answering it, valid until its slot is
+        reused. With 'seq' that includes reading the payload; with 'll' the payload came with the
+        poll that saw the request."""
+        slot = ticket.slot if isinstance(ticket, Ticket) else ticket % self.slots
         stamps = self._h["stamps"]
-        return int(stamps[2 * ticket.slot + 1] - stamps[2 * ticket.slot])
+        return int(stamps[2 * slot + 1] - stamps[2 * slot])
 
 
 # -- baselines: the same job, one launch per request, or a batch per launch ---------------
@@ -437,12 +607,13 @@ class LaunchPerRequest:
 
     def __init__(self, weights: np.ndarray, batch: int = 1):
         self.size, self.batch = weights.size, batch
-        row = -(-weights.size // 4) * 4  # the same 16-byte rows as the queue's
-        self._payloads = _mapped_array(batch * row, np.float32)
+        padded = _padded(_check_payload(weights, weights.size), 4)  # the same 16-byte rows as the queue's
+        self._payloads = _mapped_array(batch * padded.size, np.float32)
         self._results = _mapped_array(batch, np.float32)
-        self._hp = host_view(self._payloads).reshape(batch, row)[:, :self.size]
+        host_view(self._payloads)[...] = 0  # the rows' padding stays zero
+        self._hp = host_view(self._payloads).reshape(batch, padded.size)[:, :self.size]
         self._hr = host_view(self._results)
-        self._weights = _to_device(_check_payload(weights, weights.size))
+        self._weights = _to_device(padded)
         self._lock = threading.Lock()  # one GPU queue: concurrent callers take turns
         self._launch = dot_kernel[batch, BLOCK]
 

@@ -1,9 +1,11 @@
 """Round-trip latency and throughput: persistent consumer against one launch per request.
 
 Modes, all serving the same dot-product job from payloads in mapped host memory:
-  ideal       the persistent consumer in echo mode: a host write seen by the GPU and back
-  persistent  the persistent consumer doing the job
-  launch      one dot_kernel launch (numba dispatch) and a synchronize per request
+  ideal           the persistent consumer in echo mode, 'seq' protocol: a host write (one word)
+                  seen by the GPU, and its answer back
+  persistent-ll   the persistent consumer doing the job, 'll' protocol (marks in the payload words)
+  persistent-seq  the same with the 'seq' protocol (a seq word, then the payload)
+  launch          one dot_kernel launch (numba dispatch) and a synchronize per request
   batch8      one launch per 8 requests (throughput: 8 answers per launch; latency: the batch's)
 Latency: one producer, requests back to back, p50 / p90 / p99 of the host round trip, and for
 the persistent modes the GPU's own share (gpu_us_p50: %globaltimer from seeing the request to
@@ -23,6 +25,10 @@ import numpy as np
 from ..patterns.consumer import LaunchPerRequest, PersistentConsumer, reference
 from ..runtime import ON_GPU
 from .timing import TimingUnavailable
+
+
+MODES = ("ideal", "persistent-ll", "persistent-seq", "launch", "batch8")
+PERSISTENT_PROTOCOLS = {"ideal": "seq", "persistent-ll": "ll", "persistent-seq": "seq"}
 
 
 def _percentiles(samples_s: list[float]) -> dict[str, Any]:
@@ -82,20 +88,19 @@ def measure_consumer(payload_floats=(256, 1024, 4096), producers=(1, 2, 4), requ
     for size in payload_floats:
         w = rng.standard_normal(size).astype(np.float32)
         payloads = [rng.standard_normal(size).astype(np.float32) for _ in range(requests)]
-        for mode in ("ideal", "persistent", "launch", "batch8"):
+        for mode in MODES:
             print(f"consumer benchmark: {mode}, payload {4 * size} B", file=sys.stderr, flush=True)
             gpu_ns: list[int] = []
             after: Callable[[], None] | None = None
-            if mode in ("ideal", "persistent"):
-                server = PersistentConsumer(w, slots=64, blocks=blocks, echo=(mode == "ideal")).start()
-                last: list[Any] = [None]
+            if mode in PERSISTENT_PROTOCOLS:
+                server = PersistentConsumer(w, slots=64, blocks=blocks, echo=(mode == "ideal"),
+                                            protocol=PERSISTENT_PROTOCOLS[mode]).start()
 
-                def call(p, s=server, last=last):
-                    last[0] = s.submit(p, timeout=5)
-                    return s.result(last[0], timeout=5)
+                def call(p, s=server):
+                    return s.request(p, timeout=5)
 
-                def record_gpu_span(s=server, last=last):
-                    gpu_ns.append(s.gpu_span_ns(last[0]))
+                def record_gpu_span(s=server):  # one producer: the last ticket is the one just answered
+                    gpu_ns.append(s.gpu_span_ns(s.last_ticket))
                 after = record_gpu_span
                 answers, close = 1, server.stop
             else:
@@ -116,6 +121,7 @@ def measure_consumer(payload_floats=(256, 1024, 4096), producers=(1, 2, 4), requ
             for k in producers:
                 rps = _throughput(call, payloads[1], k, seconds, answers)
                 records.append({"kind": "consumer", "mode": mode, "payload_bytes": 4 * size, "producers": k,
-                                "throughput_rps": rps, "requests": requests, **lat})
+                                "throughput_rps": rps, "requests": requests, **lat,
+                                "protocol": PERSISTENT_PROTOCOLS.get(mode)})
             close()
     return records

@@ -171,7 +171,8 @@ def ladder(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | 
     return _save(fig, path)
 
 
-MODE_COLORS = {"ideal": "gray", "persistent": "#2ca02c", "launch": "#d62728", "batch8": "#ff7f0e"}
+MODE_COLORS = {"ideal": "gray", "persistent-ll": "#2ca02c", "persistent-seq": "#98df8a", "launch": "#d62728",
+               "batch8": "#ff7f0e"}
 
 
 def middle_payload_bytes(records: Sequence[dict[str, Any]]) -> int:
@@ -221,7 +222,7 @@ def consumer_throughput(records: Sequence[dict[str, Any]], meta: dict[str, Any],
 
 
 def consumer_breakdown(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
-    """Where a round trip goes: p50 per poll kind and mode, the GPU's own share marked."""
+    """Where a round trip goes: p50 per queue protocol and mode, the GPU's own share marked."""
     recs = [r for r in records if r.get("kind") == "consumer_poll"]
     fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.45 * len(recs)))
     for row, r in enumerate(recs):
@@ -230,7 +231,7 @@ def consumer_breakdown(records: Sequence[dict[str, Any]], meta: dict[str, Any], 
         ax.barh(row, r["p50_us"] - gpu, left=gpu, color="#c7c7c7",
                 label="host code + PCIe both ways + poll delay" if row == 0 else None)
         ax.text(r["p50_us"], row, f" {r['p50_us']:.1f} us (p99 {r['p99_us']:.1f})", va="center", fontsize=7)
-    ax.set_yticks(range(len(recs)), [f"{r['poll']}: {r['mode']}" for r in recs], fontsize=8)
+    ax.set_yticks(range(len(recs)), [f"{r['protocol']}: {r['mode']}" for r in recs], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("median round trip (us)")
     ax.set_xlim(0, 1.35 * max((r["p50_us"] for r in recs), default=1))

@@ -8,7 +8,7 @@
 Later fields are added, never renamed or removed: bytes_traced, bytes_dram_read,
 bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder records carry
 "kind": "launch", persistent-consumer records "kind": "consumer", its round-trip breakdown
-"kind": "consumer_poll", PDL records "kind": "pdl", kernel timelines "kind": "timeline"
+"kind": "consumer_poll" (and the host's payload copies "kind": "host_copy"), PDL records "kind": "pdl", kernel timelines "kind": "timeline"
 (REQUIRED_BY_KIND).
 """
 
@@ -31,7 +31,8 @@ REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry 
     "launch": ("kind", "path", "host_us_per_launch"),
     "consumer": ("kind", "mode", "payload_bytes", "producers", "p50_us", "p99_us", "throughput_rps"),
     "pdl": ("kind", "variant", "G", "size_class", "e2e_us", "host_us", "gap_us"),
-    "consumer_poll": ("kind", "poll", "mode", "p50_us", "p99_us"),
+    "consumer_poll": ("kind", "protocol", "mode", "p50_us", "p99_us"),
+    "host_copy": ("kind", "target", "source", "payload_bytes", "us_p50"),
     "timeline": ("kind", "workload", "variant", "n", "source", "spans"),
 }
 _PACKAGES = ("kernels-lab", "numba", "numba-cuda", "numpy", "llvmlite", "cuda-core", "cuda-bindings", "matplotlib")
