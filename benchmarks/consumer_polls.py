@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from kernels_lab.hostpath import ask_marked, ask_row, publish_row, word_address
+from kernels_lab.hostpath import publish_row, word_address
 from kernels_lab.patterns.consumer import PROTOCOLS, PersistentConsumer
 from kernels_lab.profile.results import dump, make_meta
 from kernels_lab.runtime import cuda, host_view
@@ -30,11 +30,8 @@ def stats(samples, gpu):
 
 
 def raw_round_trip(c, t, payload):
-    """Publish ticket t and spin for its answer: the protocol alone (tickets in order)."""
-    slot = t % c.slots
-    answer = c._answer_address + 8 * slot
-    while not (ask_marked(c._words, slot * c.row, payload, t + 1, answer, 1 << 20) if c.protocol == "ll" else
-               ask_row(c._rows, slot * c.row, payload, c._seq_address + 4 * slot, t + 1, answer, 1 << 20)):
+    """Publish ticket t and spin for its answer: the protocol alone (tickets in order, no API)."""
+    while not c._publish(payload, t, t % c.slots, spins=1 << 20):
         pass
 
 

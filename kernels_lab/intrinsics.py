@@ -7,7 +7,6 @@
   launch_dependents()     PDL: let the next kernel in the stream launch now (griddepcontrol.launch_dependents)
   load_acquire_sys(a, i)  int32 a[i] with ld.acquire.sys: a poll the compiler cannot hoist and the caches
                           cannot answer from a stale line; later loads are ordered after it
-  load_relaxed_sys(a, i)  float32 a[i] with ld.relaxed.sys: coherent with the host's writes (payloads)
   poll_relaxed_sys(a, i)  int32 a[i] with ld.relaxed.sys: a poll that is re-read every time but orders
                           nothing (a fence must follow before reading what it announces)
   load4_relaxed_sys(a, v) four float32 a[4v:4v+4] as ONE 16-byte ld.relaxed.sys (payloads over PCIe:
@@ -49,7 +48,7 @@ if ON_SIMULATOR:
     def _plain_load(a, i):
         return a[i]  # one coherent memory: every ordering of a scalar load is the same here
 
-    load_acquire_sys = load_relaxed_sys = poll_relaxed_sys = _plain_load
+    load_acquire_sys = poll_relaxed_sys = _plain_load
 
     def load4_relaxed_sys(a, v):
         return load4(a, v)
@@ -169,7 +168,6 @@ else:
         return load
 
     load_acquire_sys = _scalar_load("ld.acquire.sys.global.s32", types.int32, ir.IntType(32), "r")
-    load_relaxed_sys = _scalar_load("ld.relaxed.sys.global.f32", types.float32, ir.FloatType(), "f")
     poll_relaxed_sys = _scalar_load("ld.relaxed.sys.global.s32", types.int32, ir.IntType(32), "r")
 
     @intrinsic

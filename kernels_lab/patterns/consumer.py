@@ -68,7 +68,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..hostpath import ask_marked, ask_row, publish_marked, publish_row, wait_for_mark, warm_up, word_address
+from ..hostpath import ask_marked, ask_row, wait_for_mark, warm_up, word_address
 from ..intrinsics import (float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_marked2_sys,
                           poll_relaxed_sys)
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
@@ -512,15 +512,21 @@ class PersistentConsumer:
             self.last_ticket = t
         return t, slot
 
+    def _publish(self, data: np.ndarray, t: int, slot: int, spins: int) -> bool:
+        """Publish ticket t in its slot, then spin up to `spins` times for its answer (one compiled
+        call). 'll': every word carries the mark, no separate publish step; 'seq': the payload
+        first, then seq ("slot holds ticket t")."""
+        answer = self._answer_address + 8 * slot
+        if self._marked:
+            return ask_marked(self._words, slot * self.row, data, t + 1, answer, spins)
+        return ask_row(self._rows, slot * self.row, data, self._seq_address + 4 * slot, t + 1, answer, spins)
+
     def submit(self, payload: Any, timeout: float = 1.0) -> Ticket:
         data = self._checked(payload)
         t, slot = self._reserve(timeout)
         # Published after the lock: the ticket is reserved, so stop() waits for it (or reports
         # it), and nothing that can fail or block comes between the reservation and this.
-        if self._marked:  # every word carries the mark: no separate publish step
-            publish_marked(self._words, slot * self.row, data, t + 1)
-        else:  # the payload first, then seq: "slot holds ticket t"
-            publish_row(self._rows, slot * self.row, data, self._seq_address + 4 * slot, t + 1)
+        self._publish(data, t, slot, spins=0)
         return Ticket(t, slot)
 
     def request(self, payload: Any, timeout: float = 1.0) -> float:
@@ -528,13 +534,7 @@ class PersistentConsumer:
         (timeout, a consumer that died) only if the answer is not there within its first spins."""
         data = self._checked(payload)
         t, slot = self._reserve(timeout)
-        address = self._answer_address + 8 * slot
-        if self._marked:
-            answered = ask_marked(self._words, slot * self.row, data, t + 1, address, 1 << 16)
-        else:
-            answered = ask_row(self._rows, slot * self.row, data, self._seq_address + 4 * slot, t + 1,
-                               address, 1 << 16)
-        if not answered:
+        if not self._publish(data, t, slot, spins=1 << 16):
             return self.result(Ticket(t, slot), timeout)
         value = float(self._value[slot])
         # this call alone holds ticket t: it is collected without the lock (set and list updates

@@ -6,7 +6,7 @@ Modes, all serving the same dot-product job from payloads in mapped host memory:
   persistent-ll   the persistent consumer doing the job, 'll' protocol (marks in the payload words)
   persistent-seq  the same with the 'seq' protocol (a seq word, then the payload)
   launch          one dot_kernel launch (numba dispatch) and a synchronize per request
-  batch8      one launch per 8 requests (throughput: 8 answers per launch; latency: the batch's)
+  batch8          one launch per 8 requests (throughput: 8 answers per launch; latency: the batch's)
 Latency: one producer, requests back to back, p50 / p90 / p99 of the host round trip, and for
 the persistent modes the GPU's own share (gpu_us_p50: %globaltimer from seeing the request to
 answering it); the rest is the host's code and the PCIe bus.

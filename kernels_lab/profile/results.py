@@ -8,8 +8,10 @@
 Later fields are added, never renamed or removed: bytes_traced, bytes_dram_read,
 bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder records carry
 "kind": "launch", persistent-consumer records "kind": "consumer", its round-trip breakdown
-"kind": "consumer_poll" (and the host's payload copies "kind": "host_copy"), PDL records "kind": "pdl", kernel timelines "kind": "timeline"
-(REQUIRED_BY_KIND).
+"kind": "consumer_poll" (and the host's payload copies "kind": "host_copy"), PDL records
+"kind": "pdl", kernel timelines "kind": "timeline" (REQUIRED_BY_KIND). One exception to the rule:
+consumer_poll's "poll" became "protocol" on 2026-12-03, when poll kinds became queue protocols
+(the one file with the old name was re-measured).
 """
 
 from __future__ import annotations
