@@ -78,6 +78,11 @@ def test_bad_input_and_misuse_are_clear_errors(weights, rng):
         c.submit(np.zeros(P))
     with pytest.raises(ValueError, match=r"shape \(5,\)"):
         c.submit(np.zeros(5, np.float32))
+    with pytest.raises(ValueError, match="dtype float64"):  # request()'s compiled path refuses them too
+        c.request(np.zeros(P))
+    with pytest.raises(ValueError, match=r"shape \(5,\)"):
+        c.request(np.zeros(5, np.float32))
+    assert c.last_ticket == -1  # nothing was reserved
     first = c.submit(rng.standard_normal(P).astype(np.float32))
     with pytest.raises(C.QueueFull, match="queue full"):
         c.submit(rng.standard_normal(P).astype(np.float32), timeout=0.1)  # slot 0 not collected yet
@@ -105,7 +110,8 @@ def test_baseline_computes_the_same_job(size, rng):
     np.testing.assert_allclose(got, [C.reference(p, weights) for p in payloads], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("protocol,hot_us", [("ll", 1e6), ("ll", 0.0), ("seq", 100.0), ("seq-relaxed", 100.0)])
+@pytest.mark.parametrize("protocol,hot_us", [("ll", 1e6), ("ll", 0.0), ("ll-one-poll", 1e6), ("seq", 100.0),
+                                             ("seq-relaxed", 100.0)])
 def test_every_protocol_with_ragged_payloads_and_reused_slots(protocol, hot_us, rng):
     # ll with hot_us=0 takes every request through the cold probe first; 1e6 polls hot throughout
     w = rng.standard_normal(P + 1).astype(np.float32)
@@ -123,13 +129,11 @@ def test_every_protocol_with_ragged_payloads_and_reused_slots(protocol, hot_us, 
 
 def test_ll_waits_for_every_word_of_the_row(rng):
     """A row with one word still carrying an old mark is not taken; when the word arrives it is."""
-    from kernels_lab.hostpath import publish_marked
+    from kernels_lab.hostpath import publish_marked, reserve
     w = rng.standard_normal(P).astype(np.float32)
     p = rng.standard_normal(P).astype(np.float32)
     with C.PersistentConsumer(w, slots=1, idle_timeout_s=30, protocol="ll", hot_us=1e6) as c:
-        with c._lock:  # reserve ticket 0 by hand and publish all of its row but one word
-            t = next(c._next)
-            c._published.add(t)
+        t = reserve(c._book)  # ticket 0 by hand: publish all of its row but one word
         publish_marked(c._words, 0, p, t + 1)
         c._words[P // 2] = np.int64(7) << 32  # a word whose mark is not ticket 0's
         time.sleep(1.0)
@@ -147,6 +151,55 @@ def test_echo_mode_and_protocol_choice(rng):
     assert C.PersistentConsumer(w).protocol == C.default_protocol(4 * P)
     with pytest.raises(ValueError, match="protocol 'spin'"):
         C.PersistentConsumer(w, protocol="spin")
+
+
+def test_a_full_queue_reserves_nothing_so_no_ticket_is_handed_out_twice(weights, rng):
+    payloads = rng.standard_normal((4, P)).astype(np.float32)
+    with C.PersistentConsumer(weights, slots=2, idle_timeout_s=30) as c:
+        t0, t1 = c.submit(payloads[0]), c.submit(payloads[1])
+        assert c.result(t1, timeout=30) == pytest.approx(C.reference(payloads[1], weights), rel=1e-4, abs=1e-4)
+        # ticket 2 needs slot 0 (ticket 0 not collected): two producers wait for it, neither gets
+        # ticket 3 meanwhile, and both give up without using a ticket
+        errors = []
+
+        def impatient():
+            try:
+                c.submit(payloads[2], timeout=0.3)
+            except C.QueueFull as e:
+                errors.append(e)
+        waiters = [threading.Thread(target=impatient) for _ in range(2)]
+        for w in waiters:
+            w.start()
+        for w in waiters:
+            w.join(30)
+        assert len(errors) == 2 and "slot 0 still holds ticket 0" in str(errors[0]) and c.last_ticket == 1
+        c.result(t0, timeout=30)
+        t2, t3 = c.submit(payloads[2]), c.submit(payloads[3])
+        assert (t2.number, t3.number) == (2, 3)
+        for t, p in ((t2, payloads[2]), (t3, payloads[3])):
+            assert c.result(t, timeout=30) == pytest.approx(C.reference(p, weights), rel=1e-4, abs=1e-4)
+
+
+def test_the_ticket_book_hands_each_ticket_out_once_under_contention():
+    from kernels_lab import hostpath as H
+    book, slots, per_thread = H.new_book(8, 1), 8, 20000
+    taken = [[] for _ in range(4)]
+
+    def producer(k):  # reserve and collect as fast as possible, from four threads without the GIL
+        while len(taken[k]) < per_thread:
+            t = H.reserve(book)
+            if t >= 0:
+                taken[k].append(t)
+                assert H.collect(book, t) and not H.collect(book, t)  # once, never twice
+    threads = [threading.Thread(target=producer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    every = sorted(t for ts in taken for t in ts)
+    assert every == list(range(4 * per_thread))
+    assert H.close(book) == 4 * per_thread and H.reserve(book) == H.STOPPED
+    assert H.reserve(H.new_book(slots, 1)) == 0
 
 
 def test_host_wait_sees_another_threads_write_and_is_bounded():
@@ -179,8 +232,8 @@ def test_host_publishing_writes_what_each_protocol_reads(rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("size,protocol", [(1024, "ll"), (4099, "ll"), (1024, "seq"), (4099, "seq"),
-                                           (1024, "seq-relaxed")])
+@pytest.mark.parametrize("size,protocol", [(1024, "ll"), (4099, "ll"), (1024, "ll-one-poll"), (1024, "seq"),
+                                           (4099, "seq"), (1024, "seq-relaxed")])
 def test_gpu_consumer_with_several_blocks(size, protocol, rng):
     w = rng.standard_normal(size).astype(np.float32)
     with C.PersistentConsumer(w, slots=32, blocks=4, idle_timeout_s=10, protocol=protocol) as c:
@@ -189,6 +242,8 @@ def test_gpu_consumer_with_several_blocks(size, protocol, rng):
             got = c.request(p, timeout=5) if k % 2 else c.result(c.submit(p), timeout=5)
             assert got == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-3)
     assert c.status()["served"] == 300
+    if protocol in C.MARKED:  # each block timed a read of the queue over PCIe at start
+        assert all(100 < ns < 100_000 for ns in c.status()["queue_read_ns"])
 
 
 @pytest.mark.gpu

@@ -18,11 +18,13 @@ The queue (all cuda.mapped_array, so host and GPU see the same bytes):
     answer[S]    int64: (ticket + 1) << 32 | the result's float32 bits, ONE 8-byte store by the
                  GPU, so the mark and the value arrive together and no fence sits between them
     ctrl[2]      [0] leave: 1 = the host's stop, 2 = a block's idle budget ran out (all leave)
-    status[B,4]  per block: requests served, idle polls, exit code, next ticket (the kernel writes)
+    status[B,5]  per block: requests served, polls, exit code, next ticket, and ('ll') the round trip of
+                 one read of the queue in ns, timed at start (the kernel writes)
     stamps[S*2]  per slot, %globaltimer when the GPU saw the request and when it answered: the
                  GPU's share of the round trip (the rest is the host and the PCIe bus)
-Tickets go to blocks round-robin (ticket t -> block t % B, slot t % S); a slot is reused
-only after its previous ticket was collected, so every request is answered exactly once.
+Tickets go to blocks round-robin (ticket t -> block t % B, slot t % S); a ticket is handed out
+only once its slot's previous ticket was collected (hostpath.py's ticket book), so every
+request is answered exactly once, and a full queue hands out nothing.
 
 What a round trip costs, and what this code does about each part:
   - the GPU's poll is a read across PCIe (one to two microseconds there and back). 'seq':
@@ -30,13 +32,17 @@ What a round trip costs, and what this code does about each part:
     trip. 'll' (NCCL's low-latency protocol): the block polls the payload words themselves and
     takes the request when every word carries its mark: one round trip, for twice the bytes.
     So 'll' wins while latency dominates (small payloads) and 'seq' when bytes do (large ones);
+  - a request that lands just after a poll left waits for the next one: with one poll at a
+    time, half a round trip on average. 'll' keeps two polls of the row in flight, half a
+    round trip apart (timed by each block at start), which halves that wait;
   - the stop word is read every 32nd poll, the idle clock is on chip (%globaltimer);
   - payloads cross PCIe as 16-byte ld.relaxed.sys loads, four in flight per thread before
     the first is used;
   - the answer is one posted 8-byte store, fenced after (the fence costs the GPU, not the
     host's wait);
   - the host's part runs in hostpath.py: machine code, GIL released, so other producers (and
-    on the simulator the consumer thread itself) run meanwhile.
+    on the simulator the consumer thread itself) run meanwhile; request() is ONE compiled
+    call (reserve a ticket with atomics, publish, wait, collect): no Python lock, no set.
 
 The dangers this code guards against:
   - a plain flag read in a loop is hoisted by the compiler: the loop never sees the host's
@@ -61,16 +67,16 @@ every aligned 8-byte store ('ll''s words) is atomic.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..hostpath import ask_marked, ask_row, wait_for_mark, warm_up, word_address
+from ..hostpath import (ANSWERED, FULL, HEADER, NEXT, PUBLISHED, close, collect, make_request, new_book, reserve,
+                        wait_for_mark, warm_up, word_address)
 from ..intrinsics import (float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_marked2_sys,
-                          poll_relaxed_sys)
+                          pause_ns, poll_relaxed_sys)
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
 from .reduce import block_sum
 
@@ -82,7 +88,8 @@ _mapped_array, _to_device, _stream, _event, _synchronize, _defer_cleanup = (
 BLOCK = 256
 EXIT_RUNNING, EXIT_STOPPED, EXIT_IDLE_BUDGET = 0, 2, 3
 _WORK, _STOP, _IDLE, _HOT, _COLD = 1, 2, 3, 4, 5
-PROTOCOLS = ("ll", "seq", "seq-relaxed")
+PROTOCOLS = ("ll", "ll-one-poll", "seq", "seq-relaxed")
+MARKED = ("ll", "ll-one-poll")  # the protocols whose payload words carry marks
 LL_MAX_BYTES = 4096  # payloads up to this size use "ll" by default (see default_protocol)
 
 
@@ -184,11 +191,14 @@ def make_consumer_kernel(protocol: str):
                    protocol). While hot (a request seen within hot_ns) every thread polls its words
                    and the block takes the request when all marks match: the poll IS the payload
                    read, one round trip. Cold, thread 0 probes the row's first line only, so an idle
-                   queue costs the bus 16 bytes per poll, not the whole row.
+                   queue costs the bus 16 bytes per poll, not the whole row. A row of at most one
+                   16-byte line per thread (4 KiB with 256 threads) is polled with two reads in
+                   flight, half a round trip apart (poll_staggered): it is read twice as often.
+    'll-one-poll'  'll' with one poll of the row at a time (the diagnostic for the staggered polls)
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
-    marked, relaxed = protocol == "ll", protocol == "seq-relaxed"
+    marked, relaxed, staggered = protocol in MARKED, protocol == "seq-relaxed", protocol == "ll"
 
     @cuda.jit(device=True, inline=True)
     def wait_seq(seq, slot, mark, ctrl, polls, since, idle_ns):
@@ -204,7 +214,40 @@ def make_consumer_kernel(protocol: str):
         return cmd, polls
 
     @cuda.jit(device=True, inline=True)
-    def wait_marked(words, slot, mark, weights, ctrl, command, polls, since, hot_ns, idle_ns):
+    def poll_staggered(words, first, nvec, weights, mark, ctrl, command, polls, since, hot_ns, idle_ns, stagger_ns,
+                       arriving):
+        """All threads, hot, a row of at most one 16-byte line per thread: two polls of the row in
+        flight, issued half a round trip apart, so the row is read every half round trip and a
+        request waits a quarter of a round trip less on average than with one poll at a time.
+        Each load is issued as soon as the one before the last has been checked, so the two
+        streams keep their offset by themselves. Returns (command, partial sum, polls): _WORK,
+        or _STOP / _IDLE, or _COLD when the hot window is over (never while `arriving`: the cold
+        probe saw this ticket's mark, the rest of the row is on its way)."""
+        v = cuda.threadIdx.x
+        mine = v < nvec
+        a = load_marked2_sys(words, first + v) if mine else _NO_WORDS
+        pause_ns(stagger_ns)
+        b = load_marked2_sys(words, first + v) if mine else _NO_WORDS
+        k = 0
+        while True:
+            if cuda.threadIdx.x == 0:  # two command words in turn: each is read before it is rewritten
+                now = globaltimer()
+                cmd = _leave(ctrl, polls, now, since, idle_ns)
+                command[1 + (k & 1)] = cmd if cmd != 0 else (0 if arriving or now - since < hot_ns else _COLD)
+            polls += 1
+            ok = (not mine) or (a[1] == mark and a[3] == mark)
+            if cuda.syncthreads_and(np.int32(ok)):  # every word of the row carries this ticket's mark
+                acc, _ = _use_marked(a, weights, v, mark) if mine else (np.float32(0), True)
+                return _WORK, acc, polls
+            cmd = command[1 + (k & 1)]
+            if cmd != 0:
+                return cmd, np.float32(0), polls
+            a = b
+            b = load_marked2_sys(words, first + v) if mine else _NO_WORDS
+            k += 1
+
+    @cuda.jit(device=True, inline=True)
+    def wait_marked(words, slot, mark, weights, ctrl, command, polls, since, hot_ns, idle_ns, stagger_ns):
         """All threads: bounded like wait_seq. Returns (command, this thread's partial sum, polls, since)."""
         nvec = weights.size >> 1
         first = slot * nvec
@@ -219,7 +262,12 @@ def make_consumer_kernel(protocol: str):
             cmd = command[0]
             if cmd == _STOP or cmd == _IDLE:
                 return cmd, np.float32(0), polls, since
-            if cmd == _HOT:
+            if cmd == _HOT and staggered and nvec <= cuda.blockDim.x:
+                cmd, acc, polls = poll_staggered(words, first, nvec, weights, mark, ctrl, command, polls, since,
+                                                 hot_ns, idle_ns, stagger_ns, arriving)
+                if cmd != _COLD:
+                    return cmd, acc, polls, since
+            elif cmd == _HOT:
                 acc, ok = _marked_dot(words, first, nvec, weights, mark)
                 if cuda.syncthreads_and(np.int32(ok)):  # every word of the row carries this ticket's mark
                     return _WORK, acc, polls, since
@@ -235,12 +283,22 @@ def make_consumer_kernel(protocol: str):
         # On chip: the weights stay in device memory for the whole run; the block's partial sums
         # in shared memory. Through PCIe: each request's payload in, one 8-byte answer out.
         block, nblocks, tid = cuda.blockIdx.x, cuda.gridDim.x, cuda.threadIdx.x
-        command = cuda.shared.array(1, dtype=np.int32)
+        command = cuda.shared.array(3, dtype=np.int32)  # [0] the wait's command, [1:3] the staggered polls'
         partial = cuda.shared.array(BLOCK, dtype=np.float32)
         slots = seq.size
         ticket = block
         served = 0
         polls = 0
+        stagger_ns = 0
+        if marked:  # time four reads of the queue over PCIe: the staggered polls start half of one apart
+            start = globaltimer()
+            for _ in range(4):
+                if tid == 0:
+                    command[1] = load_marked2_sys(words, block % slots * (weights.size >> 1))[1]
+                cuda.syncthreads()  # waits for the store, which waits for the load
+            stagger_ns = (globaltimer() - start) >> 3
+            if tid == 0:
+                status[block, 4] = 2 * stagger_ns
         since = globaltimer()  # the last sign of work: the idle budget (and 'll''s hot window) count from it
         seen = np.int64(0)
         while True:
@@ -249,7 +307,7 @@ def make_consumer_kernel(protocol: str):
             cmd, acc = 0, np.float32(0)
             if marked:
                 cmd, acc, polls, since = wait_marked(words, slot, mark, weights, ctrl, command, polls, since,
-                                                     hot_ns, idle_ns)
+                                                     hot_ns, idle_ns, stagger_ns)
                 if tid == 0:
                     seen = globaltimer()
             else:
@@ -317,6 +375,7 @@ class Ticket(NamedTuple):  # a NamedTuple: cheaper to make than a dataclass, on 
 
 
 _F32 = np.dtype(np.float32)
+_SPINS = 1 << 16  # answer-word reads per compiled wait (~0.1 ms) before the slow checks
 
 
 def _check_payload(payload: Any, size: int) -> np.ndarray:
@@ -372,7 +431,7 @@ class PersistentConsumer:
             raise ValueError(f"{blocks} blocks need at least as many slots (got {slots})")
         self.size, self.slots, self.blocks, self.echo, self.protocol = weights.size, slots, blocks, echo, protocol
         self._kernel = CONSUMER_KERNELS[protocol]
-        self._marked = protocol == "ll"
+        self._marked = protocol in MARKED
         # a row per slot: 'seq' 16-byte rows of floats; 'll' 16-byte lines of two marked words.
         # The weights are zero-padded to the row, so the padding adds nothing to the dot product.
         padded = _padded(weights, 2 if self._marked else 4)
@@ -380,7 +439,7 @@ class PersistentConsumer:
         m = _mapped_array
         rows = (1, slots * self.row) if self._marked else (slots * self.row, 1)  # the unused one: a stub
         self._d = {"seq": m(slots, np.int32), "answer": m(slots, np.int64), "rows": m(rows[0], np.float32),
-                   "words": m(rows[1], np.int64), "ctrl": m(2, np.int32), "status": m((blocks, 4), np.int64),
+                   "words": m(rows[1], np.int64), "ctrl": m(2, np.int32), "status": m((blocks, 5), np.int64),
                    "stamps": m(2 * slots, np.int64)}
         self._h = {k: host_view(v) for k, v in self._d.items()}
         for v in self._h.values():
@@ -388,22 +447,22 @@ class PersistentConsumer:
         # hot-path handles: the answer words' address, the value halves (little-endian low words)
         self._seq, self._answer, self._ctrl = (self._h[k] for k in ("seq", "answer", "ctrl"))
         self._rows, self._words = self._h["rows"], self._h["words"]
-        self._seq_address = word_address(self._seq, 0)
         self._answer_address = word_address(self._answer, 0)
         self._value = self._answer.view(np.float32)[0::2]
         self._shape = (self.size,)
         self._weights = _to_device(padded)
         self._idle_ns, self._hot_ns = int(idle_timeout_s * 1e9), int(hot_us * 1e3)
-        self._lock = threading.Lock()
-        self._slot_free = threading.Condition(self._lock)
-        self._next = itertools.count()
-        self._collected = [-1] * slots  # last ticket collected per slot
+        # the ticket book (hostpath.py): tickets handed out and collected, kept with atomic
+        # instructions, so a request needs no Python lock; the condition only wakes submitters
+        # waiting for a full queue's slot
+        self._book = new_book(slots, self.size)
+        self._slot_free = threading.Condition()
         self._waiting = 0  # submitters waiting for a slot (notify only when someone waits)
-        self._published: set[int] = set()
         self._abandoned: set[int] = set()
-        self.last_ticket = -1  # the number of the last ticket handed out
         self._state = "new"
-        warm_up()
+        warm_up(protocol)
+        self._request, self._put_and_wait = make_request(protocol)
+        self._queue = (self._words if self._marked else self._rows, self._seq)  # what the publish step writes
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> "PersistentConsumer":
@@ -441,7 +500,8 @@ class PersistentConsumer:
     def status(self) -> dict[str, Any]:
         s = self._h["status"]
         return {"served": int(s[:, 0].sum()), "spins": int(s[:, 1].sum()),
-                "exit_codes": [int(c) for c in s[:, 2]], "running": not self.kernel_exited()}
+                "exit_codes": [int(c) for c in s[:, 2]], "running": not self.kernel_exited(),
+                "queue_read_ns": [int(c) for c in s[:, 4]]}  # 'll': one PCIe read's round trip, per block
 
     def _died_message(self) -> str:
         codes = set(int(c) for c in self._h["status"][:, 2])
@@ -466,9 +526,10 @@ class PersistentConsumer:
         if ON_GPU:
             _synchronize()
         self._no_frees.__exit__(None, None, None)  # the kernel is gone: frees may run again
-        with self._lock:
+        with self._slot_free:
             self._state = "stopped"
-            self._abandoned = set(self._unanswered_locked())
+            close(self._book)  # from here every reservation fails; the ones before are in the book
+            self._abandoned = set(self._unanswered())
             self._slot_free.notify_all()
         return sorted(self._abandoned)
 
@@ -483,83 +544,87 @@ class PersistentConsumer:
             self.stop(drain=exc[0] is None)
 
     # -- requests --------------------------------------------------------------------
-    def _unanswered_locked(self) -> list[int]:
-        return [t for t in tuple(self._published) if self._answer[t % self.slots] >> 32 != t + 1]
-
     def _unanswered(self) -> list[int]:
-        with self._lock:
-            return self._unanswered_locked()
+        """Tickets handed out (in the book) but neither collected nor answered."""
+        handed_out, collected = int(self._book[NEXT]), self._book[HEADER:]
+        return [t for t in range(max(0, handed_out - self.slots), handed_out)
+                if collected[t % self.slots] < t and self._answer[t % self.slots] >> 32 != t + 1]
+
+    @property
+    def last_ticket(self) -> int:
+        """The number of the last ticket handed out (-1: none yet)."""
+        return int(self._book[NEXT]) - 1
 
     def _checked(self, payload: Any) -> np.ndarray:
         # the common case in a few attribute reads; anything else gets the full check
         if type(payload) is np.ndarray and payload.dtype is _F32 and payload.shape == self._shape \
-                and payload.strides == (4,):
+                and payload.flags.c_contiguous:
             return payload
         return _check_payload(payload, self.size)
 
-    def _reserve(self, timeout: float) -> tuple[int, int]:
-        """Take the next ticket and its slot (waiting while the slot's last ticket is uncollected)."""
-        with self._lock:
+    def _reserve(self, timeout: float, caller: str) -> int:
+        """Take the next ticket; while its slot's last ticket is uncollected, wait (up to `timeout`)."""
+        deadline = None
+        while True:
             if self._state != "running":
-                raise ConsumerStopped(f"submit(): the consumer is {self._state}")
+                raise ConsumerStopped(f"{caller}(): the consumer is {self._state}")
             if self._ctrl[0] == 2 or (ON_SIMULATOR and not self._thread.is_alive()):  # 2: a block ran out of budget
-                raise ConsumerError("submit(): " + self._died_message())
-            t = next(self._next)
-            slot = t % self.slots
-            if t >= self.slots and self._collected[slot] != t - self.slots:
-                self._wait_for_slot(t, slot, timeout)
-            self._published.add(t)
-            self.last_ticket = t
-        return t, slot
+                raise ConsumerError(f"{caller}(): " + self._died_message())
+            t = reserve(self._book)
+            if t >= 0:
+                return t
+            if t == FULL:
+                deadline = deadline or time.monotonic() + timeout
+                self._wait_for_slot(deadline)
 
-    def _publish(self, data: np.ndarray, t: int, slot: int, spins: int) -> bool:
-        """Publish ticket t in its slot, then spin up to `spins` times for its answer (one compiled
-        call). 'll': every word carries the mark, no separate publish step; 'seq': the payload
-        first, then seq ("slot holds ticket t")."""
-        answer = self._answer_address + 8 * slot
-        if self._marked:
-            return ask_marked(self._words, slot * self.row, data, t + 1, answer, spins)
-        return ask_row(self._rows, slot * self.row, data, self._seq_address + 4 * slot, t + 1, answer, spins)
+    def _wait_for_slot(self, deadline: float) -> None:
+        with self._slot_free:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                t = int(self._book[NEXT])
+                raise QueueFull(f"queue full: slot {t % self.slots} still holds ticket {t - self.slots}, "
+                                f"not collected in time (collect results to free slots); nothing was submitted")
+            self._waiting += 1
+            try:  # in short slices: a collection just before this wait would not be notified
+                self._slot_free.wait(min(remaining, 1e-3))
+            finally:
+                self._waiting -= 1
+
+    def _collected(self) -> None:
+        if self._waiting:
+            with self._slot_free:
+                self._slot_free.notify_all()
 
     def submit(self, payload: Any, timeout: float = 1.0) -> Ticket:
+        """Publish a request; a full queue waits up to `timeout` for a slot, then raises QueueFull."""
         data = self._checked(payload)
-        t, slot = self._reserve(timeout)
-        # Published after the lock: the ticket is reserved, so stop() waits for it (or reports
-        # it), and nothing that can fail or block comes between the reservation and this.
-        self._publish(data, t, slot, spins=0)
+        t = self._reserve(timeout, "submit")
+        slot = t % self.slots
+        # Published right after the reservation: the ticket is in the book, so stop() waits for
+        # it (or reports it), and nothing that can fail or block comes between the two.
+        self._put_and_wait(*self._queue, slot, data, t + 1, self._answer, 0)
         return Ticket(t, slot)
 
     def request(self, payload: Any, timeout: float = 1.0) -> float:
-        """submit() and result() in one: publish and wait in one compiled call, the slow checks
-        (timeout, a consumer that died) only if the answer is not there within its first spins."""
-        data = self._checked(payload)
-        t, slot = self._reserve(timeout)
-        if not self._publish(data, t, slot, spins=1 << 16):
-            return self.result(Ticket(t, slot), timeout)
-        value = float(self._value[slot])
-        # this call alone holds ticket t: it is collected without the lock (set and list updates
-        # are atomic under the GIL; stop() iterates over a copy)
-        self._published.discard(t)
-        self._collected[slot] = t
-        if self._waiting:
-            with self._lock:
-                self._slot_free.notify_all()
-        return value
-
-    def _wait_for_slot(self, t: int, slot: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        self._waiting += 1
+        """submit() and result() in one compiled call: reserve, publish, wait, collect (hostpath.py).
+        The slow paths (a payload to check, a full queue, a late answer, a consumer that died or
+        stopped) go through submit() and result()."""
         try:
-            while self._collected[slot] != t - self.slots:
-                if self._state != "running" or not self._slot_free.wait(max(0.0, deadline - time.monotonic())):
-                    self._next = itertools.count(t)  # the ticket was never used: hand it out again
-                    raise QueueFull(f"queue full: slot {slot} still holds ticket {t - self.slots}, "
-                                    f"not collected within {timeout:g} s (collect results to free slots)")
-        finally:
-            self._waiting -= 1
+            status, t, value = self._request(self._book, *self._queue, payload, self._answer, _SPINS)
+        except TypeError:  # not a C-contiguous float32 vector: numba has no version for it
+            status = None
+        if status == ANSWERED:
+            if self._waiting:
+                self._collected()
+            return float(value)
+        if status == PUBLISHED:
+            return self.result(Ticket(t, t % self.slots), timeout)
+        return self.result(self.submit(payload, timeout), timeout)  # they raise what is wrong
 
     def result(self, ticket: Ticket, timeout: float = 1.0) -> float:
         slot, mark = ticket.slot, ticket.number + 1
+        if self._book[HEADER + slot] >= ticket.number:
+            raise ConsumerError(f"ticket {ticket.number} was already collected")
         address = self._answer_address + 8 * slot
         deadline = time.perf_counter() + timeout
         # A bounded spin without the GIL; between spins, the slow checks: the timeout, and
@@ -572,13 +637,9 @@ class PersistentConsumer:
             if time.perf_counter() > deadline:
                 raise ResultTimeout(f"ticket {ticket.number}: no answer within {timeout:g} s")
         value = float(self._value[slot])
-        with self._lock:
-            if ticket.number not in self._published:
-                raise ConsumerError(f"ticket {ticket.number} was already collected")
-            self._published.discard(ticket.number)
-            self._collected[slot] = ticket.number
-            if self._waiting:
-                self._slot_free.notify_all()
+        if not collect(self._book, ticket.number):
+            raise ConsumerError(f"ticket {ticket.number} was already collected")
+        self._collected()
         return value
 
     def gpu_span_ns(self, ticket: Ticket | int) -> int:
