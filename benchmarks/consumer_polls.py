@@ -1,12 +1,11 @@
 """Diagnostic (H200): which queue protocol, and how much of a round trip is the host's code.
 
-For each protocol ('ll', 'll-one-poll', 'seq', 'seq-relaxed'), 1 KiB payloads, one producer, 2000 requests:
+For each protocol ('ll', 'seq', 'seq-relaxed'), 1 KiB payloads, one producer, 2000 requests:
   raw echo   the host publishes and spins on the answer word in one compiled call, no API
              bookkeeping, no job (the kernel in echo mode)
   api echo   request() with the consumer in echo mode (no job)
   api job    request() with the dot product
-p50 / p99 of the host round trip, the GPU's own p50 (seen -> answer stored), and for 'll' the
-round trip of one read of the queue over PCIe, timed by each block at start.
+p50 / p99 of the host round trip and the GPU's own p50 (seen -> answer stored).
 And the host's copy of a payload into a queue row (publish_row, no GPU involved) into ordinary
 memory, mapped memory (the queue's) and pinned memory, from a source in cache or not: does
 writing into memory the GPU can read cost the host more than ordinary memory?
@@ -83,10 +82,9 @@ def main(path):
             if mode == "api job":
                 want = float(payloads[-1].astype(np.float64) @ w.astype(np.float64))
                 assert abs(value - want) < 1e-3 * max(1, abs(want)), (value, want)
-            reads = [ns for ns in c.status()["queue_read_ns"] if ns]
             c.stop(drain=mode != "raw echo")  # raw tickets went around the API: nothing to drain
             row = {"kind": "consumer_poll", "protocol": protocol, "mode": mode, "payload_bytes": 4 * size,
-                   **stats(lat, gpu), "queue_read_us": float(np.median(reads)) / 1e3 if reads else None}
+                   **stats(lat, gpu)}
             print(row, flush=True)
             rows.append(row)
     rows += host_copies(rng)

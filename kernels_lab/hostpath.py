@@ -240,7 +240,7 @@ def make_request(protocol: str):
     """(request, put_and_wait) for a protocol, compiled for exactly one signature: a payload that
     is not a C-contiguous float32 vector raises TypeError at the call (the caller checks it and
     copies) instead of compiling another version on the hot path."""
-    kind = "ll" if protocol.startswith("ll") else "seq"
+    kind = "ll" if protocol == "ll" else "seq"
     request, put_and_wait = _REQUESTS[kind]
     if not request.signatures:
         request.compile(_REQUEST_SIGNATURES[kind])
@@ -265,7 +265,7 @@ def wait_for_mark(address: int, mark: int, spins: int = 1 << 16) -> bool:
 def warm_up(protocol: str) -> None:
     """Compile the hot path now (a few seconds), not inside the first timed request."""
     _, put_and_wait = make_request(protocol)
-    rows = np.zeros(4, np.int64 if protocol.startswith("ll") else np.float32)
+    rows = np.zeros(4, np.int64 if protocol == "ll" else np.float32)
     answers = np.zeros(2, np.int64)
     put_and_wait(rows, np.zeros(2, np.int32), 0, np.zeros(1, np.float32), 1, answers, 1)
     wait_for_mark(word_address(answers, 0), 1, 1)

@@ -17,7 +17,6 @@
                           64-bit element is a single-copy-atomic access in the PTX memory model, so a
                           word whose mark is new holds the new value too (the pair is not atomic: it
                           need not be, each word is checked on its own)
-  pause_ns(ns)            nanosleep: the thread waits about ns nanoseconds (a no-op on the simulator)
   float_bits(x)           the int32 bit pattern of a float32 (to pack a value and a mark in one store)
 
 Why 16-byte accesses: a memory-bound kernel is limited by the bytes it keeps in flight.
@@ -45,9 +44,6 @@ if ON_SIMULATOR:
 
     def launch_dependents():
         pass
-
-    def pause_ns(ns):
-        pass  # simulated threads are slow enough
 
     def _plain_load(a, i):
         return a[i]  # one coherent memory: every ordering of a scalar load is the same here
@@ -139,15 +135,6 @@ else:
         def codegen(context, builder, signature, args):
             return _inline_asm(builder, ir.IntType(64), "mov.u64 $0, %globaltimer;", "=l,~{memory}")
         return types.int64(), codegen
-
-    @intrinsic
-    def pause_ns(typingctx, ns):
-        """nanosleep: this thread waits about `ns` nanoseconds (between 0 and 2 ns, says PTX)."""
-        def codegen(context, builder, signature, args):
-            value = context.cast(builder, args[0], signature.args[0], types.uint32)
-            _inline_asm(builder, ir.VoidType(), "nanosleep.u32 $0;", "r,~{memory}", (value,))
-            return context.get_dummy_value()
-        return types.void(ns), codegen
 
     def _instruction(asm: str):
         """An intrinsic that emits one side-effecting PTX instruction (a compiler barrier too)."""

@@ -110,8 +110,7 @@ def test_baseline_computes_the_same_job(size, rng):
     np.testing.assert_allclose(got, [C.reference(p, weights) for p in payloads], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("protocol,hot_us", [("ll", 1e6), ("ll", 0.0), ("ll-one-poll", 1e6), ("seq", 100.0),
-                                             ("seq-relaxed", 100.0)])
+@pytest.mark.parametrize("protocol,hot_us", [("ll", 1e6), ("ll", 0.0), ("seq", 100.0), ("seq-relaxed", 100.0)])
 def test_every_protocol_with_ragged_payloads_and_reused_slots(protocol, hot_us, rng):
     # ll with hot_us=0 takes every request through the cold probe first; 1e6 polls hot throughout
     w = rng.standard_normal(P + 1).astype(np.float32)
@@ -232,8 +231,8 @@ def test_host_publishing_writes_what_each_protocol_reads(rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("size,protocol", [(1024, "ll"), (4099, "ll"), (1024, "ll-one-poll"), (1024, "seq"),
-                                           (4099, "seq"), (1024, "seq-relaxed")])
+@pytest.mark.parametrize("size,protocol", [(1024, "ll"), (4099, "ll"), (1024, "seq"), (4099, "seq"),
+                                           (1024, "seq-relaxed")])
 def test_gpu_consumer_with_several_blocks(size, protocol, rng):
     w = rng.standard_normal(size).astype(np.float32)
     with C.PersistentConsumer(w, slots=32, blocks=4, idle_timeout_s=10, protocol=protocol) as c:
@@ -242,8 +241,6 @@ def test_gpu_consumer_with_several_blocks(size, protocol, rng):
             got = c.request(p, timeout=5) if k % 2 else c.result(c.submit(p), timeout=5)
             assert got == pytest.approx(C.reference(p, w), rel=1e-4, abs=1e-3)
     assert c.status()["served"] == 300
-    if protocol in C.MARKED:  # each block timed a read of the queue over PCIe at start
-        assert all(100 < ns < 100_000 for ns in c.status()["queue_read_ns"])
 
 
 @pytest.mark.gpu

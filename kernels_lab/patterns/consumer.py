@@ -18,8 +18,7 @@ The queue (all cuda.mapped_array, so host and GPU see the same bytes):
     answer[S]    int64: (ticket + 1) << 32 | the result's float32 bits, ONE 8-byte store by the
                  GPU, so the mark and the value arrive together and no fence sits between them
     ctrl[2]      [0] leave: 1 = the host's stop, 2 = a block's idle budget ran out (all leave)
-    status[B,5]  per block: requests served, polls, exit code, next ticket, and ('ll') the round trip of
-                 one read of the queue in ns, timed at start (the kernel writes)
+    status[B,4]  per block: requests served, polls, exit code, next ticket (the kernel writes)
     stamps[S*2]  per slot, %globaltimer when the GPU saw the request and when it answered: the
                  GPU's share of the round trip (the rest is the host and the PCIe bus)
 Tickets go to blocks round-robin (ticket t -> block t % B, slot t % S); a ticket is handed out
@@ -32,9 +31,6 @@ What a round trip costs, and what this code does about each part:
     trip. 'll' (NCCL's low-latency protocol): the block polls the payload words themselves and
     takes the request when every word carries its mark: one round trip, for twice the bytes.
     So 'll' wins while latency dominates (small payloads) and 'seq' when bytes do (large ones);
-  - a request that lands just after a poll left waits for the next one: with one poll at a
-    time, half a round trip on average. 'll' keeps two polls of the row in flight, half a
-    round trip apart (timed by each block at start), which halves that wait;
   - the stop word is read every 32nd poll, the idle clock is on chip (%globaltimer);
   - payloads cross PCIe as 16-byte ld.relaxed.sys loads, four in flight per thread before
     the first is used;
@@ -76,7 +72,7 @@ import numpy as np
 from ..hostpath import (ANSWERED, FULL, HEADER, NEXT, PUBLISHED, close, collect, make_request, new_book, reserve,
                         wait_for_mark, warm_up, word_address)
 from ..intrinsics import (float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_marked2_sys,
-                          pause_ns, poll_relaxed_sys)
+                          poll_relaxed_sys)
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
 from .reduce import block_sum
 
@@ -88,8 +84,7 @@ _mapped_array, _to_device, _stream, _event, _synchronize, _defer_cleanup = (
 BLOCK = 256
 EXIT_RUNNING, EXIT_STOPPED, EXIT_IDLE_BUDGET = 0, 2, 3
 _WORK, _STOP, _IDLE, _HOT, _COLD = 1, 2, 3, 4, 5
-PROTOCOLS = ("ll", "ll-one-poll", "seq", "seq-relaxed")
-MARKED = ("ll", "ll-one-poll")  # the protocols whose payload words carry marks
+PROTOCOLS = ("ll", "seq", "seq-relaxed")
 LL_MAX_BYTES = 4096  # payloads up to this size use "ll" by default (see default_protocol)
 
 
@@ -191,14 +186,11 @@ def make_consumer_kernel(protocol: str):
                    protocol). While hot (a request seen within hot_ns) every thread polls its words
                    and the block takes the request when all marks match: the poll IS the payload
                    read, one round trip. Cold, thread 0 probes the row's first line only, so an idle
-                   queue costs the bus 16 bytes per poll, not the whole row. A row of at most one
-                   16-byte line per thread (4 KiB with 256 threads) is polled with two reads in
-                   flight, half a round trip apart (poll_staggered): it is read twice as often.
-    'll-one-poll'  'll' with one poll of the row at a time (the diagnostic for the staggered polls)
+                   queue costs the bus 16 bytes per poll, not the whole row.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
-    marked, relaxed, staggered = protocol in MARKED, protocol == "seq-relaxed", protocol == "ll"
+    marked, relaxed = protocol == "ll", protocol == "seq-relaxed"
 
     @cuda.jit(device=True, inline=True)
     def wait_seq(seq, slot, mark, ctrl, polls, since, idle_ns):
@@ -214,40 +206,7 @@ def make_consumer_kernel(protocol: str):
         return cmd, polls
 
     @cuda.jit(device=True, inline=True)
-    def poll_staggered(words, first, nvec, weights, mark, ctrl, command, polls, since, hot_ns, idle_ns, stagger_ns,
-                       arriving):
-        """All threads, hot, a row of at most one 16-byte line per thread: two polls of the row in
-        flight, issued half a round trip apart, so the row is read every half round trip and a
-        request waits a quarter of a round trip less on average than with one poll at a time.
-        Each load is issued as soon as the one before the last has been checked, so the two
-        streams keep their offset by themselves. Returns (command, partial sum, polls): _WORK,
-        or _STOP / _IDLE, or _COLD when the hot window is over (never while `arriving`: the cold
-        probe saw this ticket's mark, the rest of the row is on its way)."""
-        v = cuda.threadIdx.x
-        mine = v < nvec
-        a = load_marked2_sys(words, first + v) if mine else _NO_WORDS
-        pause_ns(stagger_ns)
-        b = load_marked2_sys(words, first + v) if mine else _NO_WORDS
-        k = 0
-        while True:
-            if cuda.threadIdx.x == 0:  # two command words in turn: each is read before it is rewritten
-                now = globaltimer()
-                cmd = _leave(ctrl, polls, now, since, idle_ns)
-                command[1 + (k & 1)] = cmd if cmd != 0 else (0 if arriving or now - since < hot_ns else _COLD)
-            polls += 1
-            ok = (not mine) or (a[1] == mark and a[3] == mark)
-            if cuda.syncthreads_and(np.int32(ok)):  # every word of the row carries this ticket's mark
-                acc, _ = _use_marked(a, weights, v, mark) if mine else (np.float32(0), True)
-                return _WORK, acc, polls
-            cmd = command[1 + (k & 1)]
-            if cmd != 0:
-                return cmd, np.float32(0), polls
-            a = b
-            b = load_marked2_sys(words, first + v) if mine else _NO_WORDS
-            k += 1
-
-    @cuda.jit(device=True, inline=True)
-    def wait_marked(words, slot, mark, weights, ctrl, command, polls, since, hot_ns, idle_ns, stagger_ns):
+    def wait_marked(words, slot, mark, weights, ctrl, command, polls, since, hot_ns, idle_ns):
         """All threads: bounded like wait_seq. Returns (command, this thread's partial sum, polls, since)."""
         nvec = weights.size >> 1
         first = slot * nvec
@@ -262,12 +221,7 @@ def make_consumer_kernel(protocol: str):
             cmd = command[0]
             if cmd == _STOP or cmd == _IDLE:
                 return cmd, np.float32(0), polls, since
-            if cmd == _HOT and staggered and nvec <= cuda.blockDim.x:
-                cmd, acc, polls = poll_staggered(words, first, nvec, weights, mark, ctrl, command, polls, since,
-                                                 hot_ns, idle_ns, stagger_ns, arriving)
-                if cmd != _COLD:
-                    return cmd, acc, polls, since
-            elif cmd == _HOT:
+            if cmd == _HOT:
                 acc, ok = _marked_dot(words, first, nvec, weights, mark)
                 if cuda.syncthreads_and(np.int32(ok)):  # every word of the row carries this ticket's mark
                     return _WORK, acc, polls, since
@@ -283,22 +237,12 @@ def make_consumer_kernel(protocol: str):
         # On chip: the weights stay in device memory for the whole run; the block's partial sums
         # in shared memory. Through PCIe: each request's payload in, one 8-byte answer out.
         block, nblocks, tid = cuda.blockIdx.x, cuda.gridDim.x, cuda.threadIdx.x
-        command = cuda.shared.array(3, dtype=np.int32)  # [0] the wait's command, [1:3] the staggered polls'
+        command = cuda.shared.array(1, dtype=np.int32)
         partial = cuda.shared.array(BLOCK, dtype=np.float32)
         slots = seq.size
         ticket = block
         served = 0
         polls = 0
-        stagger_ns = 0
-        if marked:  # time four reads of the queue over PCIe: the staggered polls start half of one apart
-            start = globaltimer()
-            for _ in range(4):
-                if tid == 0:
-                    command[1] = load_marked2_sys(words, block % slots * (weights.size >> 1))[1]
-                cuda.syncthreads()  # waits for the store, which waits for the load
-            stagger_ns = (globaltimer() - start) >> 3
-            if tid == 0:
-                status[block, 4] = 2 * stagger_ns
         since = globaltimer()  # the last sign of work: the idle budget (and 'll''s hot window) count from it
         seen = np.int64(0)
         while True:
@@ -307,7 +251,7 @@ def make_consumer_kernel(protocol: str):
             cmd, acc = 0, np.float32(0)
             if marked:
                 cmd, acc, polls, since = wait_marked(words, slot, mark, weights, ctrl, command, polls, since,
-                                                     hot_ns, idle_ns, stagger_ns)
+                                                     hot_ns, idle_ns)
                 if tid == 0:
                     seen = globaltimer()
             else:
@@ -431,7 +375,7 @@ class PersistentConsumer:
             raise ValueError(f"{blocks} blocks need at least as many slots (got {slots})")
         self.size, self.slots, self.blocks, self.echo, self.protocol = weights.size, slots, blocks, echo, protocol
         self._kernel = CONSUMER_KERNELS[protocol]
-        self._marked = protocol in MARKED
+        self._marked = protocol == "ll"
         # a row per slot: 'seq' 16-byte rows of floats; 'll' 16-byte lines of two marked words.
         # The weights are zero-padded to the row, so the padding adds nothing to the dot product.
         padded = _padded(weights, 2 if self._marked else 4)
@@ -439,7 +383,7 @@ class PersistentConsumer:
         m = _mapped_array
         rows = (1, slots * self.row) if self._marked else (slots * self.row, 1)  # the unused one: a stub
         self._d = {"seq": m(slots, np.int32), "answer": m(slots, np.int64), "rows": m(rows[0], np.float32),
-                   "words": m(rows[1], np.int64), "ctrl": m(2, np.int32), "status": m((blocks, 5), np.int64),
+                   "words": m(rows[1], np.int64), "ctrl": m(2, np.int32), "status": m((blocks, 4), np.int64),
                    "stamps": m(2 * slots, np.int64)}
         self._h = {k: host_view(v) for k, v in self._d.items()}
         for v in self._h.values():
@@ -500,8 +444,7 @@ class PersistentConsumer:
     def status(self) -> dict[str, Any]:
         s = self._h["status"]
         return {"served": int(s[:, 0].sum()), "spins": int(s[:, 1].sum()),
-                "exit_codes": [int(c) for c in s[:, 2]], "running": not self.kernel_exited(),
-                "queue_read_ns": [int(c) for c in s[:, 4]]}  # 'll': one PCIe read's round trip, per block
+                "exit_codes": [int(c) for c in s[:, 2]], "running": not self.kernel_exited()}
 
     def _died_message(self) -> str:
         codes = set(int(c) for c in self._h["status"][:, 2])
