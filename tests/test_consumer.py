@@ -73,6 +73,8 @@ def test_bad_input_and_misuse_are_clear_errors(weights, rng):
     c = C.PersistentConsumer(weights, slots=1, idle_timeout_s=30)
     with pytest.raises(C.ConsumerStopped, match="consumer is new"):
         c.submit(np.zeros(P, np.float32))
+    with pytest.raises(C.ConsumerStopped, match="consumer is new"):
+        c.request(np.zeros(P, np.float32))
     c.start()
     with pytest.raises(ValueError, match="dtype float64"):
         c.submit(np.zeros(P))

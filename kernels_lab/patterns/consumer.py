@@ -69,8 +69,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..hostpath import (ANSWERED, FULL, HEADER, NEXT, PUBLISHED, close, collect, make_request, new_book, reserve,
-                        wait_for_mark, warm_up, word_address)
+from ..hostpath import (ANSWERED, CLOSED, FULL, HEADER, NEXT, PUBLISHED, close, collect, make_request, new_book,
+                        reserve, wait_for_mark, warm_up, word_address)
 from ..intrinsics import (float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_marked2_sys,
                           poll_relaxed_sys)
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
@@ -400,6 +400,7 @@ class PersistentConsumer:
         # instructions, so a request needs no Python lock; the condition only wakes submitters
         # waiting for a full queue's slot
         self._book = new_book(slots, self.size)
+        self._book[CLOSED] = 1  # until start(): a request to a consumer not started reserves nothing
         self._slot_free = threading.Condition()
         self._waiting = 0  # submitters waiting for a slot (notify only when someone waits)
         self._abandoned: set[int] = set()
@@ -425,6 +426,7 @@ class PersistentConsumer:
             self._kernel[self.blocks, BLOCK, self._stream](*args)
             self._finished = _event(timing=False)
             self._finished.record(self._stream)
+        self._book[CLOSED] = 0
         self._state = "running"
         return self
 
