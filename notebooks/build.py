@@ -297,9 +297,9 @@ The host writes requests into a ring in mapped host memory; a resident kernel po
 loads the compiler cannot hoist, answers with one 8-byte store (value and mark together), and waits
 again. Two protocols: `seq` polls one word per slot, then reads the payload (two PCIe round trips);
 `ll` (NCCL's low-latency protocol) puts the ticket's mark in every 8-byte payload word, so the poll
-*is* the payload read (one round trip, twice the bytes): it wins for small payloads. The host
-publishes and waits in machine code that releases the GIL (`kernels_lab/hostpath.py`), so other
-producer threads run meanwhile. Every wait is bounded by an idle budget. On the simulator the kernel
+*is* the payload read (one round trip, twice the bytes): it wins for small payloads. A request is
+one call into machine code that releases the GIL (`kernels_lab/hostpath.py`): take a ticket with an
+atomic compare-and-swap, publish, wait for the answer, collect it; no Python lock on the way. Every wait is bounded by an idle budget. On the simulator the kernel
 runs on a Python thread with one block."""),
         code("""from kernels_lab.patterns.consumer import PersistentConsumer, reference
 rng = np.random.default_rng(0)

@@ -235,7 +235,8 @@ def consumer_breakdown(records: Sequence[dict[str, Any]], meta: dict[str, Any], 
     ax.invert_yaxis()
     ax.set_xlabel("median round trip (us)")
     ax.set_xlim(0, 1.35 * max((r["p50_us"] for r in recs), default=1))
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2,
+              frameon=False)  # below the axes: the bars' labels need the space on the right
     _style(ax, "persistent consumer: where a round trip goes (1 KiB payload, one producer)")
     _source_note(fig, meta)
     return _save(fig, path)
