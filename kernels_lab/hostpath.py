@@ -161,7 +161,6 @@ def _put_row(rows, seq, slot, data, mark):
     publish_row(rows, slot * (rows.size // seq.size), data, seq.ctypes.data + 4 * slot, mark)
 
 
-
 # -- the ticket book ---------------------------------------------------------------------------
 
 def new_book(slots: int, size: int) -> np.ndarray:

@@ -520,22 +520,23 @@ class PersistentConsumer:
                 return t
             if t == FULL:
                 deadline = deadline or time.monotonic() + timeout
-                self._wait_for_slot(deadline)
+                self._wait_for_slot(deadline, timeout)
 
-    def _wait_for_slot(self, deadline: float) -> None:
+    def _wait_for_slot(self, deadline: float, timeout: float) -> None:
         with self._slot_free:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 t = int(self._book[NEXT])
                 raise QueueFull(f"queue full: slot {t % self.slots} still holds ticket {t - self.slots}, "
-                                f"not collected in time (collect results to free slots); nothing was submitted")
+                                f"not collected within {timeout:g} s (collect results to free slots); "
+                                "nothing was submitted")
             self._waiting += 1
             try:  # in short slices: a collection just before this wait would not be notified
                 self._slot_free.wait(min(remaining, 1e-3))
             finally:
                 self._waiting -= 1
 
-    def _collected(self) -> None:
+    def _wake_slot_waiters(self) -> None:
         if self._waiting:
             with self._slot_free:
                 self._slot_free.notify_all()
@@ -560,7 +561,7 @@ class PersistentConsumer:
             status = None
         if status == ANSWERED:
             if self._waiting:
-                self._collected()
+                self._wake_slot_waiters()
             return float(value)
         if status == PUBLISHED:
             return self.result(Ticket(t, t % self.slots), timeout)
@@ -584,7 +585,7 @@ class PersistentConsumer:
         value = float(self._value[slot])
         if not collect(self._book, ticket.number):
             raise ConsumerError(f"ticket {ticket.number} was already collected")
-        self._collected()
+        self._wake_slot_waiters()
         return value
 
     def gpu_span_ns(self, ticket: Ticket | int) -> int:
