@@ -19,8 +19,8 @@ The queue (all cuda.mapped_array, so host and GPU see the same bytes):
                  GPU, so the mark and the value arrive together and no fence sits between them
     ctrl[2]      [0] leave: 1 = the host's stop, 2 = a block's idle budget ran out (all leave)
     status[B,4]  per block: requests served, polls, exit code, next ticket (the kernel writes)
-    stamps[S*2]  per slot, %globaltimer when the GPU saw the request and when it answered: the
-                 GPU's share of the round trip (the rest is the host and the PCIe bus)
+    stamps[S*2]  per slot, %globaltimer when the GPU saw the request and when it answered (stored
+                 before the answer): the GPU's share of the round trip (the rest is the host and the bus)
 Tickets go to blocks round-robin (ticket t -> block t % B, slot t % S); a ticket is handed out
 only once its slot's previous ticket was collected (hostpath.py's ticket book), so every
 request is answered exactly once, and a full queue hands out nothing.
@@ -270,11 +270,14 @@ def make_consumer_kernel(protocol: str):
             else:
                 value = block_dot(rows, slot, weights, partial)
             if tid == 0:
-                answer[slot] = (np.int64(mark) << 32) | (np.int64(float_bits(value)) & 0xFFFFFFFF)
                 answered = globaltimer()
-                cuda.threadfence_system()  # push the answer out now (posted writes may linger)
+                # the stamps go out before the answer, so a host that has the answer finds them in
+                # place (PCIe keeps one thread's posted writes in order; PTX alone does not promise
+                # it, and a fence here would delay every answer: gpu_span_ns is a diagnostic)
                 stamps[2 * slot] = seen
                 stamps[2 * slot + 1] = answered
+                answer[slot] = (np.int64(mark) << 32) | (np.int64(float_bits(value)) & 0xFFFFFFFF)
+                cuda.threadfence_system()  # push the answer out now (posted writes may linger)
                 since = answered
                 served += 1
                 status[block, 0] = served
