@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from kernels_lab.hostpath import publish_row, word_address
-from kernels_lab.patterns.consumer import PROTOCOLS, PersistentConsumer
+from kernels_lab.consumer.hostpath import publish_row, word_address
+from kernels_lab.consumer import PROTOCOLS, PersistentConsumer
 from kernels_lab.profile.results import dump, make_meta
 from kernels_lab.runtime import cuda, host_view
 

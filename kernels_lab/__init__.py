@@ -5,7 +5,8 @@ is imported: see kernels_lab.runtime.
 """
 
 from . import runtime  # noqa: F401  (must come first)
-from .core import get_workload, workloads
+from .core import Axis, Case, Exercise, Size, SpeedSpec, fixed, get_workload, grid_for, all_workloads
 
 __version__ = "0.1.0"
-__all__ = ["get_workload", "workloads", "runtime", "__version__"]
+__all__ = ["Axis", "Case", "Exercise", "Size", "SpeedSpec", "fixed", "get_workload", "grid_for", "all_workloads",
+           "runtime", "__version__"]

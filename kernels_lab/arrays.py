@@ -25,8 +25,9 @@ def _contiguous(a: Any) -> bool:
     return bool(np.asarray(a).flags.c_contiguous)
 
 
-def device_vector(name: str, a: Any, dtype=np.float32, n: int | None = None) -> Any:
-    """Check that `a` is a 1-D C-contiguous device array of `dtype` (and length n, if given)."""
+def device_array(name: str, a: Any, dtype=np.float32, shape: tuple[int | None, ...] = (None,)) -> Any:
+    """Check that `a` is a C-contiguous device array of `dtype` whose shape matches `shape`
+    (its rank, and each extent that is not None). Every problem gets its own message."""
     if a is None:
         raise ArgumentError(f"{name}: missing (expected a device array)")
     if isinstance(a, np.ndarray) and not is_device_array(a):
@@ -36,13 +37,22 @@ def device_vector(name: str, a: Any, dtype=np.float32, n: int | None = None) -> 
         raise ArgumentError(f"{name}: expected a device array, got {type(a).__name__}")
     if np.dtype(a.dtype) != np.dtype(dtype):
         raise ArgumentError(f"{name}: dtype {np.dtype(a.dtype)} where {np.dtype(dtype)} is required")
-    if len(a.shape) != 1:
-        raise ArgumentError(f"{name}: shape {tuple(a.shape)} is not 1-D")
+    if len(a.shape) != len(shape):
+        want = "1-D" if len(shape) == 1 else f"{len(shape)}-D"
+        raise ArgumentError(f"{name}: shape {tuple(a.shape)} is not {want}")
     if not _contiguous(a):
         raise ArgumentError(f"{name}: not contiguous (a strided view); pass a contiguous copy")
-    if n is not None and a.shape[0] != n:
-        raise ArgumentError(f"{name}: length {a.shape[0]} does not match n = {n}")
+    for axis, (got, want) in enumerate(zip(a.shape, shape)):
+        if want is not None and got != want:
+            what = f"length {got} does not match n = {want}" if len(shape) == 1 else \
+                f"shape {tuple(a.shape)} where {tuple('*' if s is None else s for s in shape)} is required (axis {axis})"
+            raise ArgumentError(f"{name}: {what}")
     return a
+
+
+def device_vector(name: str, a: Any, dtype=np.float32, n: int | None = None) -> Any:
+    """Check that `a` is a 1-D C-contiguous device array of `dtype` (and length n, if given)."""
+    return device_array(name, a, dtype, (n,))
 
 
 def same_length(**arrays: Any) -> int:

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .arrays import poisoned, to_device
-from .core import Tolerance, Variant, Workload
+from .core import Size, Tolerance, Variant, Workload
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Mismatch:
 @dataclass(frozen=True)
 class CheckResult:
     variant: str
-    n: int
+    size: Size
     seed: int
     max_rel_err: float
     mismatch: Mismatch | None
@@ -35,11 +35,11 @@ class CheckResult:
 
     def explain(self) -> str:
         if self.ok:
-            return f"{self.variant}: n={self.n} ok (max relative error {self.max_rel_err:.1e})"
+            return f"{self.variant}: {self.size} ok (max relative error {self.max_rel_err:.1e})"
         m = self.mismatch
         what = (f"{m.unwritten} element(s) never written" if m.unwritten
                 else f"{m.bad} element(s) outside tolerance")
-        return (f"{self.variant}: n={self.n} seed={self.seed} WRONG: {what}; first at {m.output}{list(m.index)}: "
+        return (f"{self.variant}: {self.size} seed={self.seed} WRONG: {what}; first at {m.output}{list(m.index)}: "
                 f"expected {m.expected:.6g}, got {m.got:.6g}")
 
 
@@ -60,22 +60,21 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: Tolerance) -> tupl
     return rel, Mismatch(name, first, float(ref[first]), float(got64[first]), int(len(bad)), unwritten)
 
 
-def run_variant(workload: Workload, variant: Variant, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def run_variant(workload: Workload, variant: Variant, size: Size, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Copy inputs in, run once into poisoned outputs, copy outputs back."""
-    n = next(len(v) for v in inputs.values() if isinstance(v, np.ndarray))
     dev_in = to_device(dict(inputs))
-    dev_out = poisoned(workload.output_specs(n))
+    dev_out = poisoned(workload.output_specs(size))
     variant.bind(dev_in, dev_out)()
     return {k: v.copy_to_host() for k, v in dev_out.items()}
 
 
-def check_variant(workload: Workload, variant: Variant, n: int, seed: int) -> CheckResult:
-    inputs = workload.make_inputs(n, np.random.default_rng(seed))
+def check_variant(workload: Workload, variant: Variant, size: Size, seed: int) -> CheckResult:
+    inputs = workload.make_inputs(size, np.random.default_rng(seed))
     ref = workload.reference(inputs)
-    got = run_variant(workload, variant, inputs)
+    got = run_variant(workload, variant, size, inputs)
     worst, first_bad = 0.0, None
     for name, expected in ref.items():
         rel, bad = compare(name, got[name], expected, workload.tolerance)
         worst = max(worst, rel)
         first_bad = first_bad or bad
-    return CheckResult(variant.name, n, seed, worst, first_bad)
+    return CheckResult(variant.name, size, seed, worst, first_bad)

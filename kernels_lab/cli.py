@@ -23,15 +23,18 @@ OUT_DIR = Path("kernels-lab-out")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from .core import workloads
-    for w in workloads().values():
-        n = w.sizes["simulator"]
+    from .core import all_workloads
+    from .runtime import ON_GPU
+    for w in all_workloads().values():
+        size = w.default_size(False)
         print(f"{w.name}: {w.about}")
+        print("  axes: " + "; ".join(f"{a.name} ({a.about or a.unit}) default {a.gpu:,} on a GPU, {a.sim:,} on the "
+                                      f"simulator" for a in w.axes) + f"   [here: {w.describe_axes(ON_GPU)}]")
         for v in w.variants.values():
-            plan = v.plan(n)
+            plan = v.plan(size)
             kernels = " -> ".join(k.kernel for k in plan.launches)
-            per_elem = plan.bytes_total / n
-            print(f"  {v.name:<13} {v.pattern:<11} {plan.n_launches} launch(es), {per_elem:g} B/element: "
+            per_elem = plan.bytes_total / size.elements
+            print(f"  {v.name:<13} {v.pattern:<11} {plan.n_launches} launch(es), {per_elem:.3g} B/element at {size}: "
                   f"{kernels}")
             print(f"  {'':<13} {'':<11} {v.about}")
     return 0
@@ -52,107 +55,57 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return known[args.name].run(args)
 
 
-def _parse_sizes(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    sizes = []
-    for part in text.split(","):
-        part = part.strip()
-        n = 2 ** int(part[2:]) if part.startswith("2^") else int(float(part))
-        if n < 1:
-            raise ValueError(f"--sizes: {part!r} is not a positive size")
-        sizes.append(n)
-    return sizes
-
-
-def _ladder():
-    from .profile.ladder import measure_ladder
-    rungs = measure_ladder()
-    for r in rungs:
-        print(f"  {r['path']:<44} host {r['host_us_per_launch']:8.2f} us/launch   "
-              f"device {r['device_us_per_boundary']:8.2f} us/boundary")
-    return rungs
-
-
-def _consumer():
-    from .profile.consumer_bench import measure_consumer
-    return measure_consumer()
-
-
-def _pdl():
-    from .profile.pdl_bench import measure_pdl
-    return measure_pdl()
-
-
-SPECIAL_PROFILES = {"launch": _ladder, "consumer": _consumer, "pdl": _pdl}
+def chosen_sizes(workload, args: argparse.Namespace) -> list:
+    """--sweep AXIS=LO..HI (one axis varied, the others at --size or their defaults), --sizes for a
+    one-axis workload, else the default sweep of the first axis."""
+    base = workload.parse_size(args.size) if args.size else None
+    if args.sweep:
+        return workload.parse_sweep(args.sweep, base)[1]
+    if args.sizes:
+        axis = workload.axes[0].name
+        if len(workload.axes) != 1:
+            raise ValueError(f"--sizes is for one-axis workloads; {workload.name} has axes "
+                             f"{', '.join(workload.axis_names)}: use --sweep AXIS=LO..HI")
+        return workload.parse_sweep(f"{axis}={args.sizes}", base)[1]
+    if base is not None:
+        return [base]
+    return workload.sweep(workload.axes[0].name)
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from .profile import results
-    from .runtime import ON_GPU, device_facts
-    command = args.command_line
+    from .profile.runs import SPECIAL_PROFILES, profile_workload, run_special
+    from .runtime import device_facts
     print(f"backend: {device_facts().describe()}")
     if args.workload in SPECIAL_PROFILES:
-        records = SPECIAL_PROFILES[args.workload]()
-        path = results.dump(results.make_meta(command, None), records, args.json)
-        print(f"{len(records)} records; wrote {path}")
+        records = run_special(args.workload, args.json, args.command_line)
+        print(f"{len(records)} records; wrote {args.json}")
         return 0
     from .core import get_workload
-    from .profile.sweep import DEFAULT_SIZES, sweep
     workload = get_workload(args.workload)
-    sizes = _parse_sizes(args.sizes) or (list(DEFAULT_SIZES) if ON_GPU else [1, 257, workload.sizes["simulator"]])
-    ceiling = None
-    if ON_GPU:
-        from .profile.ceiling import measure_copy_ceiling
-        ceiling = measure_copy_ceiling().GBs
-        print(f"copy ceiling: {ceiling:.0f} GB/s")
-    else:
-        print("simulator: launches and traced bytes only, no timings")
-    records = sweep(workload, sizes, json_path=args.json, ceiling_GBs=ceiling, reps=args.reps,
-                    flush=not args.warm, command=command)
-    status = 0
-    if args.ncu:
-        status = _attach_ncu(workload, records, args.json)
+    sizes = chosen_sizes(workload, args)
+    records, ncu_problem = profile_workload(workload, sizes, json_path=args.json, reps=args.reps, warm=args.warm,
+                                            with_ncu=args.ncu, command=args.command_line)
+    if ncu_problem:
+        print(ncu_problem, file=sys.stderr)
     for r in records:
         t = f"{r['time_ms']:.4f} ms" if r.get("time_ms") is not None else "no time"
         extra = f" model {r['time_ms_model']:.4f} ms ({r['model_error']:+.0%})" if "time_ms_model" in r else ""
-        print(f"  {r['variant']:<12} n={r['n']:>11,} {r['launches']} launch  {r['bytes_model']:>14,} B  {t}{extra}")
+        size = ",".join(f"{k}={v:,}" for k, v in r["size"].items())
+        print(f"  {r['variant']:<12} {size:>24} {r['launches']} launch  {r['bytes_model']:>14,} B  {t}{extra}")
     print(f"wrote {args.json}")
-    return status
-
-
-def _attach_ncu(workload, records, json_path) -> int:
-    from .profile import ncu, results
-    n = max(r["n"] for r in records)
-    variants = list(dict.fromkeys(r["variant"] for r in records))
-    try:
-        measured = ncu.measure(workload.name, n, variants)
-    except ncu.NcuError as e:
-        print(f"ncu: {e}; measured DRAM bytes are left out", file=sys.stderr)
-        return 3
-    for r in records:
-        if r["n"] == n:
-            kernels = measured[r["variant"]]
-            r["bytes_dram_read"] = int(sum(k.dram_read for k in kernels))
-            r["bytes_dram_write"] = int(sum(k.dram_write for k in kernels))
-            r["ncu_time_ms"] = sum(k.time_s for k in kernels) * 1e3
-            r["ncu_vs_model"] = (r["bytes_dram_read"] + r["bytes_dram_write"]) / r["bytes_model"] - 1
-            print(f"  ncu {r['variant']:<12} DRAM {r['bytes_dram_read'] + r['bytes_dram_write']:>14,} B "
-                  f"({r['ncu_vs_model']:+.1%} vs model)")
-    results.dump(results.load(json_path)["meta"], records, json_path)  # keep the sweep's own meta
-    return 0
+    return 3 if ncu_problem else 0
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     from .core import get_workload
     from .profile import plots, results
     from .profile.timeline import variant_timelines
-    from .runtime import ON_GPU, device_facts
+    from .runtime import device_facts
     workload = get_workload(args.workload)
-    n = args.n or workload.sizes["gpu" if ON_GPU else "simulator"]
+    size = workload.chosen_size(args.size, args.n)
     print(f"backend: {device_facts().describe()}")
     variants = args.variants.split(",") if args.variants else None
-    records = variant_timelines(workload, n, variants)
+    records = variant_timelines(workload, size, variants)
     path = results.dump(results.make_meta(args.command_line, None), records, args.json)
     for r in records:
         gaps = [b["start_us"] - a["end_us"] for a, b in zip(r["spans"], r["spans"][1:])]
@@ -175,16 +128,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_grade(args: argparse.Namespace) -> int:
     from .grading import report
-    from .grading.exercises import EXERCISES, get_exercise
+    from .grading.exercises import exercises, get_exercise
     if args.list or not args.exercise:
         import textwrap
-        for e in EXERCISES.values():
-            print(f"{e.name:<17} lesson {e.lesson}  {e.title} ({e.max_score:g} points)")
+        for e in exercises(args.exercises).values():
+            print(f"{e.name:<17} lesson {e.lesson}  {e.title} ({e.max_score:g} points; workload {e.workload}, "
+                  f"budgets from its {e.variant!r} variant)")
             print(textwrap.indent(e.signature, " " * 18))
         return 0
     try:
         from .grading.batch import collect, grade_many, write_gradebook
-        ex = get_exercise(args.exercise)
+        ex = get_exercise(args.exercise, args.exercises)
         paths = collect(args.submissions)
         if not paths:
             raise ValueError("no submissions given (files, or folders of .py / .ipynb)")
@@ -225,7 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "measure it, print a table and a narration, write a PNG and a JSON.")
     d.add_argument("name", nargs="?", help="which demo (see --list)")
     d.add_argument("--list", action="store_true", help="list the demos")
-    d.add_argument("--n", type=int, default=None, help="problem size (default: large on a GPU, small on the simulator)")
+    d.add_argument("--n", type=int, default=None, help="problem size of a one-axis workload (default: large on a GPU, "
+                                                      "small on the simulator)")
+    d.add_argument("--size", help="problem size by axis, e.g. rows=4096,cols=1024 (see `kernels-lab list`)")
     d.add_argument("--reps", type=int, default=30, help="timed repetitions per variant (GPU only)")
     d.add_argument("--out", type=Path, default=None, help="figure path (default kernels-lab-out/NAME.png)")
     d.add_argument("--json", type=Path, default=None, help="results path (default kernels-lab-out/NAME.json)")
@@ -237,7 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "measures the launch-overhead ladder, 'consumer' the persistent consumer's "
                                     "latency and throughput, 'pdl' the PDL / graph / grouped variants over G.")
     pr.add_argument("workload", help="a workload from `kernels-lab list`, or launch, consumer, pdl")
-    pr.add_argument("--sizes", help="comma-separated sizes, e.g. 4096,2^20,2^27 (default: 2^12 .. 2^27)")
+    pr.add_argument("--sizes", help="a one-axis workload's sizes, e.g. 4096,2^20,2^27 or 2^12..2^27 "
+                                    "(default: the workload's sweep)")
+    pr.add_argument("--size", help="the size by axis, e.g. rows=4096,cols=1024: measured alone, or the fixed axes "
+                                   "of --sweep (axes left out take their defaults)")
+    pr.add_argument("--sweep", help="one axis varied, e.g. cols=2^10..2^15 (powers of two between) or cols=1000,4096")
     pr.add_argument("--ncu", action="store_true", help="also measure DRAM bytes per kernel with Nsight Compute")
     pr.add_argument("--reps", type=int, default=200,
                     help="timed repetitions per variant and size (many: the launch-bound sizes carry the host's "
@@ -255,7 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "themselves instead (`kernels-lab profile pdl`). On the simulator the host "
                                    "clock stands in.")
     t.add_argument("workload", help="a workload from `kernels-lab list`")
-    t.add_argument("--n", type=int, default=None, help="problem size (default: the workload's demo size)")
+    t.add_argument("--n", type=int, default=None, help="problem size of a one-axis workload (default: the "
+                                                      "workload's demo size)")
+    t.add_argument("--size", help="problem size by axis, e.g. rows=4096,cols=1024")
     t.add_argument("--variants", help="comma-separated variants (default: all)")
     t.add_argument("--json", type=Path, default=OUT_DIR / "timeline.json", help="results file to write")
     t.add_argument("--out", type=Path, default=OUT_DIR, help="folder for the PNG")
@@ -277,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("exercise", nargs="?", help="which exercise (see --list)")
     g.add_argument("submissions", nargs="*", type=Path, help=".py files, lesson .ipynb files, or folders of them")
     g.add_argument("--list", action="store_true", help="list the exercises")
+    g.add_argument("--exercises", type=Path, action="append", default=[],
+                   help="a Python file of your own exercises (views of registered workloads; see README, "
+                        "'Write an exercise'); may be given more than once")
     g.add_argument("--gradescope", type=Path, help="write Gradescope results.json here (one submission)")
     g.add_argument("--json", type=Path, help="write every grade as JSON here")
     g.add_argument("--csv", type=Path, help="write a CSV gradebook here")

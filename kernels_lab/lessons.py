@@ -26,29 +26,31 @@ def setup() -> str:
 
 
 def check(exercise: str, entry: Any) -> str:
-    """Grade `entry` (the student's kernel or function) on the exercise's cases, in this process."""
+    """Grade `entry` (the student's kernel or function) on the exercise's public cases, in this
+    process, with the grader's own verdicts and budgets (kernels_lab.grading.verdict)."""
     from .grading.child import run_case
     from .grading.exercises import get_exercise
-    from .grading.grade import _case_verdict, _hint_text
+    from .grading.sandbox import build_cases
+    from .grading.verdict import case_verdict, hint_text, launch_problem, traffic_problem
     ex = get_exercise(exercise)
     if entry is None:
         raise AssertionError(f"define {ex.entry} first")
-    from .grading.sandbox import build_cases
     problems, hints = [], []
-    cases = [c for c in build_cases(ex) if not c["case"].hidden]
+    cases = build_cases(ex, public_only=True)
     for c in cases:
-        got = run_case(entry, ex.kind, ex.argument_order, c)
-        v = _case_verdict(ex, c, got)
+        got = run_case(entry, ex.kind, ex.arguments(c["case"].size), c)
+        v = case_verdict(ex, c, got)
+        size = c["case"].size
         if not v["ok"]:
             problems.append(v["why"] + (f" (schedule seed {c['perturb_seed']})" if c["perturb_seed"] else ""))
-            if (h := _hint_text(v.get("hint"))) and h not in hints:
+            if (h := hint_text(v.get("hint"))) and h not in hints:
                 hints.append(h)
-        elif ex.max_launches is not None and len(got["launches"]) > ex.max_launches:
-            problems.append(f"{len(got['launches'])} launches; the exercise allows {ex.max_launches}")
-        elif ex.max_bytes is not None and got["bytes"] is not None and got["bytes"] > ex.max_bytes(c["case"].n):
-            problems.append(f"{got['bytes']:,} bytes of global traffic; the plan needs {ex.max_bytes(c['case'].n):,}")
+        elif (why := launch_problem(ex, size, len(got["launches"]))) is not None:
+            problems.append(why)
+        elif got["bytes"] is not None and (why := traffic_problem(ex, size, got["bytes"])) is not None:
+            problems.append(why)
     if any(c["perturb_seed"] for c in cases) and any("schedule seed" in p for p in problems):
-        hints.append(_hint_text("barrier"))
+        hints.append(hint_text("barrier"))
     if problems:
         raise AssertionError(f"{exercise}: {len(problems)} of {len(cases)} runs wrong\n  " + "\n  ".join(problems[:4])
                              + ("\nhints:\n  " + "\n  ".join(hints) if hints else ""))

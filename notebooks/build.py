@@ -106,7 +106,7 @@ for v in w.variants.values():
 The plan is what a variant *declares*. On the simulator every global-memory element access is traced,
 so we can check the declaration against what the kernels really do."""),
         code("""from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile.launches import count_launches
+from kernels_lab.profile.launch_hook import count_launches
 from kernels_lab.runtime import ON_SIMULATOR
 n = 1031
 inputs = w.make_inputs(n, np.random.default_rng(1))
@@ -182,7 +182,7 @@ kernel is launch-bound, and what pre-bound launches, CUDA graphs and fusion do a
 The same tiny kernel launched 2000 times back to back, per launch path. Measured live on a GPU; on the
 simulator, read from the committed H200 run."""),
         code("""if lessons.live():
-    from kernels_lab.profile.ladder import measure_ladder
+    from kernels_lab.profile.launch_ladder import measure_ladder
     rungs = measure_ladder()
 else:
     rungs = lessons.committed("ladder_h200.json")["records"]
@@ -271,7 +271,7 @@ all be resident, and frees that wait for a GPU that never goes idle."""),
 `persistent_grid` asks the occupancy calculator how many blocks fit per SM and multiplies by the SMs
 (1056 blocks of 256 on an H200). The kernel loops: `i += cuda.gridsize(1)`."""),
         code("""from kernels_lab.runtime import persistent_grid
-from kernels_lab.patterns import elementwise as E
+from kernels_lab.workloads import elementwise as E
 print("persistent grid here:", E._persistent_blocks(), "blocks of", E.BLOCK)"""),
         md("""
 ### Exercise 1: write it persistent
@@ -298,10 +298,10 @@ loads the compiler cannot hoist, answers with one 8-byte store (value and mark t
 again. Two protocols: `seq` polls one word per slot, then reads the payload (two PCIe round trips);
 `ll` (NCCL's low-latency protocol) puts the ticket's mark in every 8-byte payload word, so the poll
 *is* the payload read (one round trip, twice the bytes): it wins for small payloads. A request is
-one call into machine code that releases the GIL (`kernels_lab/hostpath.py`): take a ticket with an
+one call into machine code that releases the GIL (`kernels_lab/consumer/hostpath.py`): take a ticket with an
 atomic compare-and-swap, publish, wait for the answer, collect it; no Python lock on the way. Every wait is bounded by an idle budget. On the simulator the kernel
 runs on a Python thread with one block."""),
-        code("""from kernels_lab.patterns.consumer import PersistentConsumer, reference
+        code("""from kernels_lab.consumer import PersistentConsumer, reference
 rng = np.random.default_rng(0)
 weights = rng.standard_normal(64).astype(np.float32)
 with PersistentConsumer(weights, slots=2, idle_timeout_s=30) as c:
@@ -332,7 +332,7 @@ print(c.status())   # exit code 3: the idle budget ran out"""),
         md("""**A grid that cannot be co-resident** deadlocks at its first grid-wide barrier (blocks that never
 start never arrive). kernels-lab refuses it before launch:"""),
         code("""from kernels_lab.runtime import require_coresident, cooperative_grid_limit, BackendError
-from kernels_lab.profile.ladder import persistent_steps
+from kernels_lab.profile.launch_ladder import persistent_steps
 from numba import types
 sig = (types.Array(types.float32, 1, "C"), types.int64)
 limit = cooperative_grid_limit(persistent_steps, sig, 128)

@@ -23,7 +23,7 @@ def test_variants_match_reference_on_the_gpu(variant, n):
 def test_vector_kernels_use_16_byte_accesses(name):
     from numba import types
 
-    from kernels_lab.patterns import elementwise
+    from kernels_lab.workloads import elementwise
     arr = types.Array(types.float32, 1, "C")
     kernel = getattr(elementwise, name)
     ptx = kernel.inspect_asm((arr, arr, types.float32, arr))
@@ -32,7 +32,7 @@ def test_vector_kernels_use_16_byte_accesses(name):
 
 def test_launch_hook_sees_gpu_launches():
     from kernels_lab.arrays import poisoned, to_device
-    from kernels_lab.profile.launches import count_launches
+    from kernels_lab.profile.launch_hook import count_launches
     n = 1000
     v = W.variant("unfused")
     launch = v.bind(to_device(W.make_inputs(n, np.random.default_rng(0))), poisoned(W.output_specs(n)))

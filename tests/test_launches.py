@@ -4,7 +4,7 @@ import pytest
 from kernels_lab import get_workload
 from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.profile import launches
-from kernels_lab.profile.launches import count_launches
+from kernels_lab.profile.launch_hook import count_launches
 from kernels_lab.runtime import ON_GPU, cuda
 
 

@@ -3,7 +3,7 @@ import warnings
 import numpy as np
 import pytest
 
-from kernels_lab.patterns import pdl
+from kernels_lab.workloads import quantize_group as pdl
 from kernels_lab.runtime import ON_GPU
 
 

@@ -59,7 +59,7 @@ def test_unknown_backend_is_rejected():
 def test_device_facts_and_persistent_grid():
     facts = runtime.device_facts()
     assert facts.sm_count >= 1
-    from kernels_lab.patterns.elementwise import _persistent_blocks
+    from kernels_lab.workloads.elementwise import _persistent_blocks
     blocks = _persistent_blocks()
     if runtime.ON_GPU:
         assert blocks % facts.sm_count == 0 and blocks >= facts.sm_count
@@ -68,7 +68,7 @@ def test_device_facts_and_persistent_grid():
 
 
 def test_a_grid_that_cannot_be_coresident_is_refused_before_launch():
-    from kernels_lab.profile.ladder import BLOCK, persistent_steps
+    from kernels_lab.profile.launch_ladder import BLOCK, persistent_steps
     limit = runtime.cooperative_grid_limit(persistent_steps, None, BLOCK) if not runtime.ON_GPU else None
     if runtime.ON_GPU:
         from numba import types

@@ -6,14 +6,14 @@ import pytest
 from kernels_lab import get_workload
 from kernels_lab.checks import check_variant
 from kernels_lab.cli import main
-from kernels_lab.core import workloads
-from kernels_lab.patterns.pdl import group_sizes
+from kernels_lab.core import all_workloads
+from kernels_lab.workloads.quantize_group import group_sizes
 from kernels_lab.profile.timeline import variant_timelines
 
 
-@pytest.mark.parametrize("name", sorted(workloads()))
+@pytest.mark.parametrize("name", sorted(all_workloads()))
 def test_every_variant_of_every_workload_gets_a_well_formed_timeline(name):
-    w = workloads()[name]
+    w = all_workloads()[name]
     n = 517
     for rec in variant_timelines(w, n):
         spans = rec["spans"]

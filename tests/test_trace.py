@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kernels_lab import workloads
+from kernels_lab import all_workloads
 from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.profile.trace import per_array, tracing
 from kernels_lab.runtime import ON_SIMULATOR, cuda
@@ -63,13 +63,13 @@ def test_last_writer_names_block_and_thread():
 
 
 def _all_variants():
-    return [(w.name, v) for w in workloads().values() for v in w.variants]
+    return [(w.name, v) for w in all_workloads().values() for v in w.variants]
 
 
 @pytest.mark.parametrize("workload,variant", _all_variants())
 def test_traced_bytes_equal_the_plan_for_every_variant(workload, variant):
     # The check that keeps plans honest: every byte a plan declares, the kernels really move.
-    w = workloads()[workload]
+    w = all_workloads()[workload]
     for n in (1, 7, 517):
         v = w.variant(variant)
         launch = v.bind(to_device(w.make_inputs(n, np.random.default_rng(n))), poisoned(w.output_specs(n)))

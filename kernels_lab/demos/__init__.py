@@ -1,4 +1,8 @@
-"""Instructor demos: `kernels-lab demo NAME`. Each measures, draws its figure, and narrates."""
+"""Instructor demos: `kernels-lab demo NAME`. Each measures, draws its figure, and narrates.
+
+Every module of this package that defines DEMO is a demo: a new one is a new file, nothing
+else to edit. They are listed in the order of their ORDER (the lessons' order), then by name.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,18 @@ class Demo:
     name: str
     about: str
     run: Callable[..., int]  # (args: argparse.Namespace) -> exit code
+    order: int = 99          # where it stands in `demo --list` (the lessons' order)
 
 
 def demos() -> dict[str, Demo]:
-    from . import consumer, elementwise, launch, pdl
-    found = [elementwise.DEMO, launch.DEMO, consumer.DEMO, pdl.DEMO]
+    import importlib
+    import pkgutil
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if isinstance(getattr(module, "DEMO", None), Demo):
+            found.append(module.DEMO)
+    found.sort(key=lambda d: (d.order, d.name))
     return {d.name: d for d in found}
 
 

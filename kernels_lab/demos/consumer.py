@@ -6,7 +6,7 @@ import argparse
 
 import numpy as np
 
-from ..patterns.consumer import LaunchPerRequest, PersistentConsumer, default_protocol, reference
+from ..consumer import LaunchPerRequest, PersistentConsumer, default_protocol, reference
 from ..profile import plots, results
 from ..runtime import ON_GPU, device_facts
 from . import Demo, committed_results, show_committed
@@ -62,4 +62,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-DEMO = Demo("consumer", "a persistent kernel serving a host-fed queue vs one launch per request", run)
+DEMO = Demo("consumer", "a persistent kernel serving a host-fed queue vs one launch per request", run, order=3)

@@ -49,7 +49,8 @@ def narrate(records: list[dict], ceiling: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     workload = get_workload("elementwise")
-    n = args.n or workload.sizes["gpu" if ON_GPU else "simulator"]
+    size = workload.chosen_size(args.size, args.n)
+    n = size.n
     print(f"backend: {device_facts().describe()}")
     if not ON_GPU:
         print(f"On the CUDA simulator: small size n = {n:,}; timings are not available there, "
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         ceiling = c.GBs
         print(f"copy ceiling: {c.GBs:.0f} GB/s ({c.best}; " +
               ", ".join(f"{k} {v:.0f}" for k, v in c.candidates.items()) + ")")
-    records = measure_workload(workload, n, reps=args.reps)
+    records = measure_workload(workload, size, reps=args.reps)
     print(table(records))
     print()
     print(narrate(records, ceiling))
@@ -72,4 +73,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-DEMO = Demo("elementwise", "bias add -> GELU -> scale: unfused (3 kernels) vs fused vs persistent", run)
+DEMO = Demo("elementwise", "bias add -> GELU -> scale: unfused (3 kernels) vs fused vs persistent", run, order=1)

@@ -7,7 +7,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .exercises import Exercise
+from ..core import Exercise
 from .grade import Grade, grade
 from .submission import SubmissionError, load_source
 

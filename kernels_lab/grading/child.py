@@ -28,7 +28,7 @@ def _describe(exc: BaseException) -> dict:
 def run_case(entry, kind: str, argument_order, case: dict) -> dict:
     """Run the student's code once on a case's inputs: outputs, launches, traced bytes, writers."""
     from kernels_lab.arrays import poisoned, to_device
-    from kernels_lab.profile.launches import count_launches
+    from kernels_lab.profile.launch_hook import count_launches
     from kernels_lab.runtime import ON_SIMULATOR, cuda
 
     result = {"id": case["id"], "outputs": None, "error": None, "launches": None, "bytes": None,
@@ -112,7 +112,7 @@ def run_speed(entry, argument_order, spec: dict) -> dict:
         times = measure(entry, load_reference(spec["reference"]), *args, spec["config"], spec["reference_config"],
                         spec["reps"])
         idx = spec["check_indices"]
-        return {**times, "outputs": {k: v.copy_to_host()[idx] for k, v in mine.items()}, "error": None}
+        return {**times, "outputs": {k: v.copy_to_host().reshape(-1)[idx] for k, v in mine.items()}, "error": None}
     except Exception as e:  # noqa: BLE001  (a kernel that fails here loses the speed check only)
         return {"error": _describe(e)}
 

@@ -1,140 +1,72 @@
-"""Exercises as declarative specs: what the student writes, how it is run, what it is worth.
+"""Exercises: views of registered workloads, found through the registry.
 
-An instructor adds an exercise by adding an Exercise to EXERCISES: a workload-like spec
-(inputs, float64 reference, outputs), the name and kind of what the student writes, the
-launch configurations to try, the public and hidden cases, and the checks with their
-points. The grader never needs to change.
+Each workload module declares its own exercises (core.Exercise: which variant's plan sets
+the budgets, what the student writes, the cases, the points); this module collects them,
+and loads an instructor's own exercises from a Python file outside the package
+(`kernels-lab grade --exercises my_exercises.py`). Such a file builds Exercise objects for
+registered workloads and leaves them at its top level (or in a list called EXERCISES):
 
-    kind "kernel": the student writes a @cuda.jit kernel `entry`; the grader launches it with
-                   each configuration in `configs` (a callable n -> (grid, block)).
-    kind "host":   the student writes a host function `entry(**arrays)` that launches kernels.
+    from kernels_lab import Case, Exercise, get_workload, grid_for
+    w = get_workload("elementwise")
+    gelu_only = Exercise(name="gelu_only", workload="elementwise", variant="fused", lesson="01",
+                         title="...", kind="kernel", entry="fused_chain", signature="...",
+                         cases=(Case(w.size(1000), 1), Case(w.size(257), 2, hidden=True)),
+                         configs=(grid_for(256),), points={"correct (public)": 5, "correct (hidden)": 5})
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any, Callable
+import importlib.util
+from pathlib import Path
+from typing import Iterable
 
-import numpy as np
-
-from ..patterns import elementwise
-from .speed import SpeedSpec
-
-Config = Callable[[int], tuple[int, int]]
+from ..core import Exercise, all_workloads, get_workload
 
 
-@dataclass(frozen=True)
-class Case:
-    n: int
-    seed: int
-    hidden: bool = False
-    symmetric_probe: bool = False  # inputs arranged so a wrong index could pass (the grader's own probe)
+class ExerciseFileError(ValueError):
+    """An instructor's exercise file that cannot be loaded, or that defines a bad exercise."""
 
 
-@dataclass(frozen=True)
-class Exercise:
-    name: str
-    lesson: str
-    title: str
-    pattern: str
-    kind: str                    # "kernel" or "host"
-    entry: str                   # the name the student defines
-    signature: str               # shown to the student
-    make_inputs: Callable[[int, np.random.Generator], dict[str, Any]]
-    reference: Callable[[dict[str, Any]], dict[str, np.ndarray]]
-    output_specs: Callable[[int], dict[str, tuple[tuple[int, ...], Any]]]
-    argument_order: tuple[str, ...]
-    cases: tuple[Case, ...]
-    configs: tuple[Config, ...] = ()
-    max_launches: int | None = None
-    max_bytes: Callable[[int], int] | None = None  # global traffic budget (the reference plan)
-    race_seeds: tuple[int, ...] = ()               # perturbed-schedule reruns (simulator)
-    points: dict[str, float] = field(default_factory=dict)
-    speed: SpeedSpec | None = None                 # the "speed" check's size and reference (GPU)
-    rtol: float = 1e-4
-    atol: float = 1e-5
-
-    @property
-    def max_score(self) -> float:
-        return float(sum(self.points.values()))
-
-
-def _grid_for(block: int) -> Config:
-    return lambda n: (max(1, -(-n // block)), block)
-
-
-def _fixed(grid: int, block: int) -> Config:
-    return lambda n: (grid, block)
-
-
-# -- block sums: shared memory and a barrier (lesson 03) -------------------------------------
-SUM_BLOCK = 64
-
-
-def _sum_inputs(n: int, rng: np.random.Generator) -> dict[str, Any]:
-    return {"x": rng.uniform(-1.0, 3.0, n).astype(np.float32)}
-
-
-def _sum_reference(inputs: dict[str, Any]) -> dict[str, np.ndarray]:
-    x = inputs["x"].astype(np.float64)
-    nb = max(1, math.ceil(x.size / SUM_BLOCK))
-    padded = np.zeros(nb * SUM_BLOCK)
-    padded[:x.size] = x
-    return {"out": padded.reshape(nb, SUM_BLOCK).sum(axis=1)}
-
-
-def _sum_outputs(n: int):
-    return {"out": ((max(1, math.ceil(n / SUM_BLOCK)),), np.float32)}
-
-
-CHAIN_POINTS = {"correct (public)": 3, "correct (hidden)": 3, "launch budget": 1, "traffic budget": 1,
-                "compiles for sm_90": 1, "speed": 1}
-_chain = dict(make_inputs=elementwise.make_inputs, reference=elementwise.reference,
-              output_specs=elementwise.output_specs, argument_order=("x", "b", "alpha", "out"))
-_chain_cases = (Case(1, 11), Case(255, 12), Case(257, 13), Case(1031, 14),
-                Case(613, 21, hidden=True), Case(2 * 256 + 3, 22, hidden=True), Case(97, 23, hidden=True,
-                                                                                      symmetric_probe=True))
-
-EXERCISES: dict[str, Exercise] = {e.name: e for e in [
-    Exercise(
-        name="fuse_chain", lesson="01", title="Fuse bias add -> GELU -> scale into one kernel",
-        pattern="fused", kind="kernel", entry="fused_chain",
-        signature="@cuda.jit\ndef fused_chain(x, b, alpha, out):  # out[i] = alpha * gelu(x[i] + b[i])",
-        cases=_chain_cases, configs=(_grid_for(256), _grid_for(128), _grid_for(32)),
-        max_launches=1, max_bytes=lambda n: 12 * n, points=CHAIN_POINTS,
-        # against the lesson's own answer: one thread per element (16-byte accesses come out faster)
-        speed=SpeedSpec(1 << 24, "kernels_lab.patterns.elementwise:fused_naive_kernel", _grid_for(256), reps=80),
-        **_chain),
-    Exercise(
-        name="two_launches", lesson="02", title="Launch the chain as two kernels: (bias add + GELU), then scale",
-        pattern="unfused", kind="host", entry="run_two",
-        signature="def run_two(x, b, alpha, out):  # two launches; one intermediate array",
-        cases=_chain_cases, max_launches=2, max_bytes=lambda n: 20 * n,
-        points={"correct (public)": 3, "correct (hidden)": 3, "launch budget": 2, "traffic budget": 2}, **_chain),
-    Exercise(
-        name="persistent_chain", lesson="03", title="Write the fused chain as a grid-stride (persistent) kernel",
-        pattern="persistent", kind="kernel", entry="persistent_chain",
-        signature="@cuda.jit\ndef persistent_chain(x, b, alpha, out):  # correct for ANY grid",
-        cases=_chain_cases, configs=(_fixed(2, 64), _fixed(3, 32), _fixed(1, 128)),
-        max_launches=1, max_bytes=lambda n: 12 * n,
-        points={"correct (public)": 3, "correct (hidden)": 3, "grid independent of n": 2, "traffic budget": 1,
-                "compiles for sm_90": 1}, **_chain),
-    Exercise(
-        name="block_sums", lesson="03", title="Sum each block's 64 elements through shared memory",
-        pattern="fused", kind="kernel", entry="block_sums",
-        signature=f"@cuda.jit\ndef block_sums(x, out):  # out[b] = sum of x[b*{SUM_BLOCK} : (b+1)*{SUM_BLOCK}]",
-        make_inputs=_sum_inputs, reference=_sum_reference, output_specs=_sum_outputs, argument_order=("x", "out"),
-        cases=(Case(64, 31), Case(130, 32), Case(7, 33), Case(200, 41, hidden=True)),
-        configs=(lambda n: (max(1, math.ceil(n / SUM_BLOCK)), SUM_BLOCK),),
-        max_launches=1, race_seeds=(1, 2, 3, 4, 5, 6),
-        points={"correct (public)": 3, "correct (hidden)": 2, "no race under perturbed schedules": 3,
-                "compiles for sm_90": 1}, rtol=1e-4, atol=1e-4),
-]}
-
-
-def get_exercise(name: str) -> Exercise:
+def load_exercise_file(path: str | Path) -> list[Exercise]:
+    """Run an instructor's exercise file and register the Exercise objects it defines."""
+    path = Path(path)
+    if not path.is_file():
+        raise ExerciseFileError(f"--exercises {path}: no such file")
+    spec = importlib.util.spec_from_file_location(f"kernels_lab_exercises_{abs(hash(str(path.resolve())))}", path)
+    module = importlib.util.module_from_spec(spec)
     try:
-        return EXERCISES[name]
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001  (an instructor's file: say which and why)
+        raise ExerciseFileError(f"--exercises {path}: {type(e).__name__}: {e}") from None
+    found = list(getattr(module, "EXERCISES", [])) or [v for v in vars(module).values() if isinstance(v, Exercise)]
+    if not found:
+        raise ExerciseFileError(f"--exercises {path}: defines no Exercise")
+    for ex in found:
+        try:
+            get_workload(ex.workload).add_exercise(ex)
+        except (KeyError, ValueError) as e:
+            msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+            raise ExerciseFileError(f"--exercises {path}: exercise {ex.name!r}: {msg}") from None
+    return found
+
+
+def exercises(files: Iterable[str | Path] = ()) -> dict[str, Exercise]:
+    """Every exercise of every registered workload (after loading the instructor's files)."""
+    for f in files:
+        load_exercise_file(f)
+    found: dict[str, Exercise] = {}
+    for w in all_workloads().values():
+        for ex in w.exercises.values():
+            if ex.name in found and found[ex.name] is not ex:
+                raise ExerciseFileError(f"exercise {ex.name!r} is defined twice ({found[ex.name].workload}, "
+                                        f"{ex.workload})")
+            found[ex.name] = ex
+    return found
+
+
+def get_exercise(name: str, files: Iterable[str | Path] = ()) -> Exercise:
+    known = exercises(files)
+    try:
+        return known[name]
     except KeyError:
-        raise KeyError(f"unknown exercise {name!r}; exercises: {', '.join(EXERCISES)}") from None
+        raise KeyError(f"unknown exercise {name!r}; exercises: {', '.join(known)}") from None

@@ -12,28 +12,12 @@ from typing import Any
 import numpy as np
 
 from ..checks import compare
-from ..core import Tolerance
+from ..core import Exercise
 from ..runtime import ON_GPU, ON_SIMULATOR
 from . import speed as speed_check
-from .exercises import Exercise
 from .sandbox import ChildRun, run_child, run_limited
 from .sanitizer import sanitize
-
-HINTS = {
-    "bounds": "missing bounds guard: a thread indexed past the end of an array; guard with `if i < out.size:`",
-    "stride": "grid too small without a stride loop: elements from index {first} on were never written; loop "
-              "`i = cuda.grid(1)` ... `i += cuda.gridsize(1)` until the end",
-    "barrier": "missing barrier: the result changes with the thread schedule; call cuda.syncthreads() between "
-               "writing shared memory and reading what other threads wrote",
-    "symmetric": "wrong indexing: the kernel gives the right answer only when x == b (it reads one input where it "
-                 "should read the other, or uses the wrong index); symmetric inputs would have hidden this",
-    "unwritten": "{count} element(s) were never written (first at index {first}), or were computed from a "
-                 "temporary read before it was written",
-    "launches": "{got} kernel launch(es) where the exercise allows {budget}: fuse the stages into one kernel",
-    "traffic": "{got:,} bytes of global-memory traffic where the plan needs {budget:,}: an intermediate goes "
-               "through global memory (or an input is read twice); keep it in a register",
-}
-
+from .verdict import HINTS, case_verdict, hint_text, launch_problem, traffic_problem
 
 @dataclass
 class TestResult:
@@ -61,42 +45,6 @@ class Grade:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _case_verdict(ex: Exercise, sent: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
-    """Correctness of one run, with the first wrong element and who wrote it."""
-    if got.get("error"):
-        e = got["error"]
-        hint = "bounds" if e["type"] == "IndexError" else None
-        return {"ok": False, "why": f"{e['type']} {e['where']}: {e['message']}", "hint": hint}
-    ref = ex.reference(sent["inputs"])
-    for name, expected in ref.items():
-        out = got["outputs"][name]
-        _, bad = compare(name, out, expected, Tolerance(ex.rtol, ex.atol))
-        if bad is not None:
-            where = ""
-            for (label, flat), (blk, thr) in (got.get("last_writer") or {}).items():
-                if flat == bad.index[0]:
-                    where = f"; last written by block {list(blk)} thread {list(thr)}"
-                    break
-            n = sent["case"].n
-            unwritten = np.flatnonzero(~np.isfinite(out.astype(np.float64)))
-            hint = None
-            if len(unwritten):
-                tail = unwritten[0] > 0 and np.all(unwritten == np.arange(unwritten[0], out.size))
-                hint = ("stride", {"first": int(unwritten[0])}) if tail and ex.pattern == "persistent" else \
-                    ("unwritten", {"count": len(unwritten), "first": int(unwritten[0])})
-            return {"ok": False, "hint": hint,
-                    "why": f"n={n}, config {sent['config']}: {bad.bad} wrong element(s); first {name}{list(bad.index)}:"
-                           f" expected {bad.expected:.6g}, got {bad.got:.6g}{where}"}
-    return {"ok": True}
-
-
-def _hint_text(hint) -> str | None:
-    if hint is None:
-        return None
-    key, args = hint if isinstance(hint, tuple) else (hint, {})
-    return HINTS[key].format(**args)
 
 
 def _score(name: str, points: float, ok_count: int, total: int, lines: list[str],
@@ -151,10 +99,11 @@ def _compile_gate(ex: Exercise, source: str, timeout_s: float = 120, memory_byte
 
 def _signature_expr(ex: Exercise) -> str:
     names = {np.dtype(np.float32): "types.float32", np.dtype(np.int32): "types.int32"}
-    inputs = ex.make_inputs(4, np.random.default_rng(0))
-    outs = ex.output_specs(4)
+    size = ex.cases[0].size
+    inputs = ex.spec.make_inputs(size, np.random.default_rng(0))
+    outs = ex.spec.output_specs(size)
     parts = []
-    for arg in ex.argument_order:
+    for arg in ex.arguments(size):
         v = outs[arg][1] if arg in outs else inputs[arg]
         dtype = np.dtype(v if arg in outs else getattr(v, "dtype", type(v)))
         scalar = names[dtype]
@@ -174,15 +123,15 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
     leaderboard = []
     memcheck = sanitize(ex, source, "memcheck") if sanitizers and ON_GPU else None
     results = {c["id"]: c for c in run.report["cases"]}
-    verdicts = {c["id"]: _case_verdict(ex, c, results[c["id"]]) for c in run.cases}
-    plain = [c for c in run.cases if c["perturb_seed"] is None and not c["case"].symmetric_probe]
+    verdicts = {c["id"]: case_verdict(ex, c, results[c["id"]]) for c in run.cases}
+    plain = [c for c in run.cases if c["perturb_seed"] is None and not c["case"].probe]
     hints: list[str] = []
 
     def group(hidden: bool):
         chosen = [c for c in plain if c["case"].hidden == hidden]
         bad = [verdicts[c["id"]] for c in chosen if not verdicts[c["id"]]["ok"]]
         for v in bad:
-            if (h := _hint_text(v.get("hint"))) and h not in hints:
+            if (h := hint_text(v.get("hint"))) and h not in hints:
                 hints.append(h)
         lines = [v["why"] for v in bad[:3]] + ([f"... and {len(bad) - 3} more"] if len(bad) > 3 else [])
         if hidden:
@@ -203,29 +152,32 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
             ok, total, lines = group(True)
             tests.append(_score(name, points, ok, total, lines, visibility="after_published"))
         elif name == "launch budget":
-            counts = [len(results[c["id"]]["launches"] or []) for c in plain if results[c["id"]]["launches"] is not None]
-            over = [n for n in counts if n > ex.max_launches]
+            counted = [(c, len(results[c["id"]]["launches"])) for c in plain
+                       if results[c["id"]]["launches"] is not None]
+            over = [(c, n) for c, n in counted if launch_problem(ex, c["case"].size, n)]
             if over:
-                hints.append(HINTS["launches"].format(got=max(over), budget=ex.max_launches))
-            tests.append(_score(name, points, len(counts) - len(over), len(counts),
-                                [f"{max(over)} launches (budget {ex.max_launches})"] if over else []))
+                c, n = max(over, key=lambda cn: cn[1])
+                hints.append(HINTS["launches"].format(got=n, budget=ex.launch_budget(c["case"].size)))
+            tests.append(_score(name, points, len(counted) - len(over), len(counted),
+                                [launch_problem(ex, c["case"].size, n)] if over else []))
         elif name == "traffic budget":
             if not ON_SIMULATOR:
                 tests.append(TestResult(name, 0, 0, "skipped", "traced on the simulator only; not counted here"))
                 continue
-            rows = [(results[c["id"]]["bytes"], ex.max_bytes(c["case"].n)) for c in plain
+            rows = [(c, results[c["id"]]["bytes"]) for c in plain
                     if results[c["id"]]["bytes"] is not None and verdicts[c["id"]]["ok"]]
-            over = [(b, m) for b, m in rows if b > m]
+            over = [(c, b) for c, b in rows if traffic_problem(ex, c["case"].size, b)]
             if over:
-                hints.append(HINTS["traffic"].format(got=over[0][0], budget=over[0][1]))
+                c, b = over[0]
+                hints.append(HINTS["traffic"].format(got=b, budget=ex.byte_budget(c["case"].size)))
             tests.append(_score(name, points, len(rows) - len(over), len(rows),
-                                [f"{over[0][0]:,} bytes traced, budget {over[0][1]:,}"] if over else []))
+                                [traffic_problem(ex, over[0][0]["case"].size, over[0][1])] if over else []))
         elif name == "grid independent of n":
-            big = [c for c in plain if c["config"][0] * c["config"][1] < c["case"].n]
+            big = [c for c in plain if c["config"][0] * c["config"][1] < c["case"].size.elements]
             ok_big = [verdicts[c["id"]]["ok"] for c in big]
             tests.append(_score(name, points, sum(ok_big), len(ok_big),
                                 [] if all(ok_big) else [f"wrong when the grid ({big[0]['config']}) has fewer threads "
-                                                        f"than n ({big[0]['case'].n})"]))
+                                                        f"than elements ({big[0]['case'].size})"]))
         elif name == "no race under perturbed schedules" and not ON_SIMULATOR:
             tests.append(_racecheck(ex, source, name, points, sanitizers, hints))
         elif name == "no race under perturbed schedules":
@@ -250,7 +202,7 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
             leaderboard += entry
         else:
             raise KeyError(f"exercise {ex.name}: no check named {name!r}")
-    probes = [c for c in run.cases if c["case"].symmetric_probe]
+    probes = [c for c in run.cases if c["case"].probe]
     if probes and any(verdicts[c["id"]]["ok"] for c in probes) and any(not verdicts[c["id"]]["ok"] for c in plain):
         hints.insert(0, HINTS["symmetric"])
     score = sum(t.score for t in tests)
@@ -286,11 +238,11 @@ def _speed(ex: Exercise, run: ChildRun, name: str, points: float) -> tuple[TestR
         e = data["error"]
         return TestResult(name, 0, points, "failed", f"the speed run failed: {e['type']} {e['where']}: "
                                                       f"{e['message']}"), []
-    ref, idx = ex.reference(job["inputs"]), job["check_indices"]
+    ref, idx = ex.spec.reference(job["inputs"]), job["check_indices"]
     for out_name, expected in ref.items():
-        _, bad = compare(out_name, data["outputs"][out_name], expected[idx], Tolerance(ex.rtol, ex.atol))
+        _, bad = compare(out_name, data["outputs"][out_name], expected.reshape(-1)[idx], ex.tol())
         if bad is not None:
-            return TestResult(name, 0, points, "failed", f"wrong at the speed size n={job['n']:,} (index "
+            return TestResult(name, 0, points, "failed", f"wrong at the speed size {job['size']} (index "
                                                           f"{int(idx[bad.index[0]])}): no speed credit"), []
     verdict = speed_check.classify(data["student_ms"], data["reference_ms"])
     earned = speed_check.points_for(verdict, points)

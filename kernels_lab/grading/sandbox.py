@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..runtime import ON_GPU, ON_SIMULATOR
-from .exercises import Exercise
+from ..core import Exercise
 
 OUTPUT_KEEP = 8_000           # characters of stdout/stderr shown in a report
 FILE_LIMIT = 64 << 20         # bytes any file of the child may reach (flooding stops here)
@@ -96,18 +96,18 @@ def build_cases(exercise: Exercise, public_only: bool = False) -> list[dict[str,
     """Every (case, launch configuration, schedule) the child runs, with fresh inputs.
     Perturbed schedules exist on the simulator only (on a GPU, racecheck looks for races)."""
     cases = []
+    workload = exercise.spec
     configs = exercise.configs or (None,)
     seeds = exercise.race_seeds if ON_SIMULATOR else ()
     for case in exercise.cases:
-        if public_only and (case.hidden or case.symmetric_probe):
+        if public_only and (case.hidden or case.probe):
             continue
         for c, config in enumerate(configs):
-            inputs = exercise.make_inputs(case.n, np.random.default_rng(case.seed * 7919 + c))
-            if case.symmetric_probe:
-                inputs["b"] = inputs["x"].copy()
+            rng = np.random.default_rng(case.seed * 7919 + c)
+            inputs = (workload.symmetric_inputs if case.probe else workload.make_inputs)(case.size, rng)
             entry = {"id": len(cases), "case": case, "config_index": c, "inputs": inputs,
-                     "output_specs": exercise.output_specs(case.n), "perturb_seed": None,
-                     "config": config(case.n) if config else None}
+                     "output_specs": workload.output_specs(case.size), "perturb_seed": None,
+                     "config": config(case.size) if config else None}
             cases.append(entry)
             for seed in seeds if not case.hidden else ():
                 cases.append({**entry, "id": len(cases), "perturb_seed": seed})
@@ -115,15 +115,17 @@ def build_cases(exercise: Exercise, public_only: bool = False) -> list[dict[str,
 
 
 def _speed_job(exercise: Exercise) -> dict[str, Any]:
-    spec = exercise.speed
+    spec, workload = exercise.speed, exercise.spec
     rng = np.random.default_rng(90210)
-    inputs = exercise.make_inputs(spec.n, rng)
+    inputs = workload.make_inputs(spec.size, rng)
+    outputs = workload.output_specs(spec.size)
+    n = min(int(np.prod(shape)) for shape, _ in outputs.values())
     # the child returns the output at these indices only (a whole large output would pass the
     # child's file-size limit); the last element is always among them
-    check = np.unique(np.append(rng.integers(0, spec.n, 1 << 16), spec.n - 1))
-    return {"n": spec.n, "inputs": inputs, "output_specs": exercise.output_specs(spec.n), "check_indices": check,
-            "config": exercise.configs[0](spec.n), "reference": spec.reference,
-            "reference_config": spec.reference_config(spec.n), "reps": spec.reps}
+    check = np.unique(np.append(rng.integers(0, n, 1 << 16), n - 1))
+    return {"size": spec.size, "inputs": inputs, "output_specs": outputs, "check_indices": check,
+            "config": exercise.configs[0](spec.size), "reference": spec.reference,
+            "reference_config": spec.reference_config(spec.size), "reps": spec.reps}
 
 
 def run_limited(argv: Sequence[str], cwd: Path, stdout: Path, stderr: Path, timeout_s: float,
@@ -157,7 +159,7 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = 120.0, memory_
         sent = [{k: v for k, v in c.items() if k != "case"} for c in cases]
         with open(job, "wb") as f:
             pickle.dump({"nonce": nonce, "source": source, "entry": exercise.entry, "kind": exercise.kind,
-                         "argument_order": exercise.argument_order, "cases": sent, "speed": speed_job}, f)
+                         "argument_order": exercise.arguments(exercise.cases[0].size), "cases": sent, "speed": speed_job}, f)
         out, err = tmp / "stdout.txt", tmp / "stderr.txt"
         t0 = time.monotonic()
         code, timed_out, tripped = run_limited(

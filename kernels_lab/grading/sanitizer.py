@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..runtime import ON_GPU
-from .exercises import Exercise
+from ..core import Exercise
 from .sandbox import run_child
 
 _CANDIDATES = ("/usr/local/cuda/bin/compute-sanitizer",)

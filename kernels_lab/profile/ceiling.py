@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..patterns.elementwise import BLOCK, vector_map
+from ..workloads.elementwise import BLOCK, vector_map
 from ..runtime import cuda
 from .timing import time_launchers
 

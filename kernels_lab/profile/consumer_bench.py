@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..patterns.consumer import LaunchPerRequest, PersistentConsumer, reference
+from ..consumer import LaunchPerRequest, PersistentConsumer, reference
 from ..runtime import ON_GPU
 from .timing import TimingUnavailable
 

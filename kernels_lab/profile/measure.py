@@ -17,9 +17,9 @@ import numpy as np
 
 from ..arrays import poisoned, to_device
 from ..checks import compare
-from ..core import Variant, Workload
+from ..core import Size, Variant, Workload
 from ..runtime import ON_GPU, ON_SIMULATOR, device_facts, free_device_memory
-from .launches import count_launches
+from .launch_hook import count_launches
 from .timing import time_launchers
 
 T = TypeVar("T")
@@ -44,10 +44,10 @@ def progress(items: Sequence[T] | Iterable[T], label: str, total: int | None = N
     stream.flush()
 
 
-def bytes_needed(workload: Workload, variant: Variant, n: int) -> int:
+def bytes_needed(workload: Workload, variant: Variant, size: Size) -> int:
     """Device memory for inputs, outputs and the variant's intermediates (from its plan)."""
-    plan = variant.plan(n)
-    ideal = sum(np.prod(s) * np.dtype(d).itemsize for s, d in workload.output_specs(n).values())
+    plan = variant.plan(size)
+    ideal = sum(np.prod(s) * np.dtype(d).itemsize for s, d in workload.output_specs(size).values())
     written = max(plan.bytes_written, int(ideal))
     return int(plan.launches[0].bytes_read + written) if plan.launches else 0
 
@@ -67,42 +67,48 @@ def rotating(launches: Sequence[Callable[[], None]]) -> Callable[[], None]:
     return lambda: next(turn)()
 
 
-def check_fits(workload: Workload, variants: Sequence[Variant], n: int) -> None:
+def check_fits(workload: Workload, variants: Sequence[Variant], size: Size) -> None:
     free = free_device_memory()
     if free is None:
         return
-    need = max(bytes_needed(workload, v, n) for v in variants) + (512 << 20)  # L2 flush buffer etc.
+    need = max(bytes_needed(workload, v, size) for v in variants) + (512 << 20)  # L2 flush buffer etc.
     if need > free:
-        raise MeasurementError(f"n = {n:,} needs about {need / 2**30:.1f} GiB of device memory; "
+        raise MeasurementError(f"{size} needs about {need / 2**30:.1f} GiB of device memory; "
                                f"{free / 2**30:.1f} GiB are free. Choose a smaller size.")
 
 
-def measure_workload(workload: Workload, n: int, variants: Sequence[str] | None = None, *,
+def measure_workload(workload: Workload, size: Size, variants: Sequence[str] | None = None, *,
                      seed: int = 0, reps: int = 30, flush: bool = True,
                      show_progress: bool = True) -> list[dict[str, Any]]:
     """flush=False asks for a warm-cache figure; then, if the data fits in L2, each variant
     cycles through several copies of its inputs so a repetition does not find the last one's
-    data still cached."""
+    data still cached. A variant that cannot run this size (its limit says why) is left out
+    when it was not asked for by name, and is an error when it was."""
     chosen = [workload.variant(v) for v in (variants or list(workload.variants))]
-    check_fits(workload, chosen, n)
-    inputs = workload.make_inputs(n, np.random.default_rng(seed))
+    for v in chosen:
+        if (why := v.why_not(size)) is not None and variants:
+            raise MeasurementError(f"{workload.name}/{v.name} at {size}: {why}")
+    chosen = [v for v in chosen if v.why_not(size) is None]
+    check_fits(workload, chosen, size)
+    inputs = workload.make_inputs(size, np.random.default_rng(seed))
     ref = workload.reference(inputs)
     dev_in = to_device(inputs)
-    copies = 1 if flush else rotation_copies(max(bytes_needed(workload, v, n) for v in chosen))
+    copies = 1 if flush else rotation_copies(max(bytes_needed(workload, v, size) for v in chosen))
     records, launchers, outs = [], [], []
     facts = device_facts()
     resident = facts.sm_count * facts.threads_per_sm  # threads that can have loads in flight at once
-    steps = progress(chosen, f"{workload.name} n={n:,}", name=lambda v: v.name) if show_progress else chosen
+    steps = progress(chosen, f"{workload.name} {size}", name=lambda v: v.name) if show_progress else chosen
     for variant in steps:
-        dev_out = poisoned(workload.output_specs(n))
+        dev_out = poisoned(workload.output_specs(size))
         launch = variant.bind(dev_in, dev_out)
         tracer = _trace_context()
         with count_launches() as seen, tracer as trace:
             launch()
         _require_correct(workload, variant, dev_out, ref, "")
-        plan = variant.plan(n)
+        plan = variant.plan(size)
         records.append({
-            "workload": workload.name, "variant": variant.name, "pattern": variant.pattern, "n": n,
+            "workload": workload.name, "variant": variant.name, "pattern": variant.pattern, "n": size.elements,
+            "size": dict(size),
             "launches": len(seen), "launches_planned": plan.n_launches,
             "bytes_model": plan.bytes_total, "bytes_model_read": plan.bytes_read,
             "bytes_model_write": plan.bytes_written,
@@ -115,7 +121,7 @@ def measure_workload(workload: Workload, n: int, variants: Sequence[str] | None 
             "time_ms": None, "time_ms_q1": None, "time_ms_q3": None, "GBs": None,
             "host_us_per_launch": None,
         })
-        spares = [variant.bind(to_device(inputs), poisoned(workload.output_specs(n))) for _ in range(copies - 1)]
+        spares = [variant.bind(to_device(inputs), poisoned(workload.output_specs(size))) for _ in range(copies - 1)]
         launchers.append(rotating([launch, *spares]))
         outs.append(dev_out)
     if ON_GPU:

@@ -22,6 +22,8 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ..core import Size
+
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum")
 MARKER = "ncu_variant_marker"
 
@@ -97,13 +99,13 @@ def split_by_variant(kernels: list[KernelMetrics], variants: list[str]) -> dict[
     return dict(zip(variants, groups))
 
 
-def measure(workload: str, n: int, variants: list[str], timeout_s: float = 300) -> dict[str, list[KernelMetrics]]:
+def measure(workload: str, size: Size, variants: list[str], timeout_s: float = 300) -> dict[str, list[KernelMetrics]]:
     """Run the child under ncu; DRAM bytes and time per kernel, grouped by variant."""
     ncu = shutil.which("ncu")
     if ncu is None:
         raise NcuError("ncu (Nsight Compute) is not on PATH: measured DRAM bytes are skipped")
     cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", ",".join(METRICS),
-           sys.executable, "-m", "kernels_lab.profile.ncu", workload, str(n), *variants]
+           sys.executable, "-m", "kernels_lab.profile.ncu", workload, str(size), *variants]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "KERNELS_LAB_BACKEND": "gpu"})
@@ -126,11 +128,11 @@ def _child(argv: list[str]) -> int:
         x[0] = 1
 
     workload = get_workload(argv[0])
-    n = int(argv[1])
-    inputs = to_device(workload.make_inputs(n, np.random.default_rng(0)))
+    size = workload.parse_size(argv[1])
+    inputs = to_device(workload.make_inputs(size, np.random.default_rng(0)))
     flag = cuda.device_array(1, np.int32)
     for name in argv[2:]:
-        launch = workload.variant(name).bind(inputs, poisoned(workload.output_specs(n)))
+        launch = workload.variant(name).bind(inputs, poisoned(workload.output_specs(size)))
         ncu_variant_marker[1, 1](flag)
         launch()
         cuda.synchronize()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..patterns import pdl
+from ..workloads import quantize_group as pdl
 from ..runtime import ON_GPU, cuda
 from .timing import TimingUnavailable
 

@@ -30,12 +30,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..core import Workload
+from ..core import Size, Workload
 from ..runtime import device_facts
 from . import results
 from .measure import measure_workload, progress
-
-DEFAULT_SIZES = tuple(1 << k for k in range(12, 28, 2)) + (1 << 27,)
 
 
 def model_time_ms(kernel_bytes: Sequence[int], ceiling_GBs: float, fixed_ms: float, launch_ms: float,
@@ -88,16 +86,24 @@ def add_model(records: list[dict[str, Any]], ceiling_GBs: float | None) -> None:
         r["model_fixed_kernel_us"], r["model_launch_us"], r["model_latency_ns"] = a * 1e3, c * 1e3, lat * 1e6
 
 
-def sweep(workload: Workload, sizes: Sequence[int], *, json_path: str | Path, ceiling_GBs: float | None,
+def sweep(workload: Workload, sizes: Sequence[Size], *, json_path: str | Path, ceiling_GBs: float | None,
           reps: int = 20, flush: bool = True, variants: Sequence[str] | None = None, command: str | None = None,
           extra_meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Measure every variant at every size; the results file is rewritten after each size,
-    so an interrupted sweep keeps what it measured."""
+    so an interrupted sweep keeps what it measured. The meta names the swept axis (the one
+    whose value changes), which the plots put on their x-axis."""
+    axis = swept_axis(workload, sizes)
     meta = results.make_meta(command, ceiling_GBs, l2_bytes=device_facts().l2_bytes, cold_l2=flush,
-                             **(extra_meta or {}))
+                             sweep_axis=axis, sweep_unit=workload.axis(axis).unit, **(extra_meta or {}))
     records: list[dict[str, Any]] = []
-    for n in progress(sizes, f"sweep {workload.name}", name=lambda n: f"n={n:,}"):
-        records += measure_workload(workload, n, variants, reps=reps, flush=flush, show_progress=False)
+    for size in progress(sizes, f"sweep {workload.name}", name=str):
+        records += measure_workload(workload, size, variants, reps=reps, flush=flush, show_progress=False)
         add_model(records, ceiling_GBs)
         results.dump(meta, records, json_path)
     return records
+
+
+def swept_axis(workload: Workload, sizes: Sequence[Size]) -> str:
+    """The axis whose value changes across `sizes` (the first axis when none or several do)."""
+    changing = [a for a in workload.axis_names if len({s[a] for s in sizes}) > 1]
+    return changing[0] if len(changing) == 1 else workload.axis_names[0]

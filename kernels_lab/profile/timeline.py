@@ -2,7 +2,7 @@
 
 Two sources of spans, the same shape ({"kernel", "start_us", "end_us"}, us from the first start):
   stamps  kernels that stamp their own blocks with %globaltimer (the PDL lesson's kernels):
-          the only way to see two kernels overlap (PDL), see patterns/pdl.spans;
+          the only way to see two kernels overlap (PDL), see workloads/quantize_group.spans;
   events  everything else: the launch hook records a CUDA event before and after every launch,
           in the launch's own stream, so no kernel needs to change. Events sit between kernels,
           so they hide any overlap (never use them to judge PDL) and add about a microsecond
@@ -18,13 +18,13 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from ..runtime import ON_SIMULATOR
-from .launches import LaunchRecord, listening
+from .launch_hook import LaunchRecord, listening
 
 
 def _timing_event(stream: Any):
     from cuda.core import EventOptions
 
-    from ..launch import core_stream
+    from ..launch_paths import core_stream
     target = core_stream(stream)
     if not hasattr(target, "record"):
         return None  # a graph being built: no events inside a capture
@@ -61,19 +61,19 @@ def event_timeline() -> Iterator[list[dict[str, Any]]]:
     spans += [{"kernel": k, "start_us": (s - first) * 1e3, "end_us": (e - first) * 1e3} for k, s, e in marks]
 
 
-def variant_timelines(workload, n: int, variants=None, seed: int = 0) -> list[dict[str, Any]]:
+def variant_timelines(workload, size, variants=None, seed: int = 0) -> list[dict[str, Any]]:
     """One timeline record per variant: bind, run once to warm up (compile), then run once timed."""
     import numpy as np
 
     from ..arrays import poisoned, to_device
-    inputs = to_device(workload.make_inputs(n, np.random.default_rng(seed)))
+    inputs = to_device(workload.make_inputs(size, np.random.default_rng(seed)))
     records = []
     for name in variants or list(workload.variants):
-        launch = workload.variant(name).bind(inputs, poisoned(workload.output_specs(n)))
+        launch = workload.variant(name).bind(inputs, poisoned(workload.output_specs(size)))
         launch()
         with event_timeline() as spans:
             launch()
-        records.append({"kind": "timeline", "workload": workload.name, "variant": name, "n": n,
+        records.append({"kind": "timeline", "workload": workload.name, "variant": name, "n": size.elements, "size": dict(size),
                         "pattern": workload.variant(name).pattern,
                         "source": "host clock (simulator)" if ON_SIMULATOR else "CUDA events", "spans": spans})
     return records

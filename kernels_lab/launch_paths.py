@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .profile.launches import check_numba_cuda_version, external_launch
+from .profile.launch_hook import check_numba_cuda_version, external_launch
 from .runtime import ON_GPU
 
 

@@ -42,10 +42,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..core import KernelLaunch, Plan, Tolerance, Variant, Workload, register
+from ..core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, register
 from ..intrinsics import globaltimer, grid_dependency_wait, launch_dependents
 from ..runtime import ON_GPU, cuda, device_facts
-from .reduce import block_max, block_sum
+from ..reduce import block_max, block_sum
 
 BLOCK = 256
 PRODUCER, CONSUMER = "producer", "consumer"
@@ -301,12 +301,12 @@ class GroupLauncher:
                                                           g.g + 1, 0), attribute=pdl)
         self._graph = None
         if variant.startswith("graph") and ON_GPU:
-            from ..launch import CapturedGraph
+            from ..launch_paths import CapturedGraph
             self._graph = CapturedGraph(lambda builder: [m(builder) for m in self.members])
 
     def _bind(self, kernel, grid: int, args: tuple, attribute: bool):
         if ON_GPU:
-            from ..launch import PreboundLaunch
+            from ..launch_paths import PreboundLaunch
             extra = {"programmatic_stream_serialization": True} if attribute else {}
             return PreboundLaunch(kernel, grid, BLOCK, args, self.stream, **extra)
         configured = kernel[grid, BLOCK]
@@ -390,8 +390,8 @@ def group_sizes(n: int) -> list[int]:
     return sizes
 
 
-def _group_inputs(n: int, rng: np.random.Generator) -> dict[str, Any]:
-    sizes = group_sizes(n)
+def _group_inputs(size: Size, rng: np.random.Generator) -> dict[str, Any]:
+    sizes = group_sizes(size.n)
     parts = [rng.standard_normal(s).astype(np.float32) * np.float32(0.5 + t) + np.float32(0.1 * t)
              for t, s in enumerate(sizes)]  # a different scale and offset per tensor
     return {"data": np.concatenate(parts)}
@@ -404,8 +404,8 @@ def _group_reference(inputs) -> dict[str, np.ndarray]:
     return {"q": np.concatenate(qs).astype(np.float64), "scales": np.asarray(scales)}
 
 
-def _group_outputs(n: int):
-    return {"q": ((n,), np.int8), "scales": ((len(group_sizes(n)),), np.float32)}
+def _group_outputs(size: Size):
+    return {"q": ((size.n,), np.int8), "scales": ((len(group_sizes(size.n)),), np.float32)}
 
 
 def _member_bytes(size: int, kernel: str) -> KernelLaunch:
@@ -415,8 +415,8 @@ def _member_bytes(size: int, kernel: str) -> KernelLaunch:
 
 
 def _group_plan(variant: str):
-    def plan(n: int) -> Plan:
-        sizes = group_sizes(n)
+    def plan(size: Size) -> Plan:
+        sizes = group_sizes(size.n)
         if variant == "grouped":
             one = [_member_bytes(s, "grouped_quantize_kernel") for s in sizes]
             return Plan((KernelLaunch("grouped_quantize_kernel", len(sizes), BLOCK, sum(k.bytes_read for k in one),
@@ -441,7 +441,8 @@ WORKLOAD = register(Workload(
     about=f"{GROUP_G} float32 tensors of different sizes -> int8 + scale each: the PDL lesson's group",
     make_inputs=_group_inputs, reference=_group_reference, output_specs=_group_outputs,
     tolerance=Tolerance(rtol=1e-6, atol=1.0),  # q: one int8 step (float32 x/scale may round the other way at .5)
-    sizes={"gpu": 1 << 16, "simulator": 3 * BLOCK + 5},
+    axes=(Axis("n", sim=3 * BLOCK + 5, gpu=1 << 16, sweep=tuple(1 << k for k in range(10, 25, 2)),
+               sim_sweep=(8, 3 * BLOCK + 5), about=f"elements of all {GROUP_G} tensors together"),),
 ))
 for _name, _pattern, _about in (
         ("plain", "unfused", "G stream-ordered launches"),

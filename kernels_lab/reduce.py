@@ -17,7 +17,7 @@ array of blockDim elements. Every thread of the block must call it (it contains 
 
 from __future__ import annotations
 
-from ..runtime import ON_SIMULATOR, cuda
+from .runtime import ON_SIMULATOR, cuda
 
 
 def block_reduce(op):

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
             print(narrate(results.load(path)["records"]))
         print("\n".join(f"wrote {m}" for m in made))
         return 0
-    from ..profile.ladder import measure_ladder
+    from ..profile.launch_ladder import measure_ladder
     rungs = measure_ladder()
     for r in rungs:
         print(f"  {r['path']:<44} host {r['host_us_per_launch']:8.2f} us   device {r['device_us_per_boundary']:8.2f} us")
@@ -42,4 +42,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-DEMO = Demo("launch", "the launch-overhead ladder: numba dispatch, pre-bound, graph, persistent step, fused", run)
+DEMO = Demo("launch", "the launch-overhead ladder: numba dispatch, pre-bound, graph, persistent step, fused", run, order=2)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..launch import CapturedGraph, PreboundLaunch
+from ..launch_paths import CapturedGraph, PreboundLaunch
 from ..runtime import ON_GPU, cuda, device_facts, require_coresident
 from .timing import TimingUnavailable
 

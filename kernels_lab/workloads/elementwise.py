@@ -26,7 +26,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..arrays import ArgumentError, device_vector, same_length
-from ..core import KernelLaunch, kernel_name, Plan, Tolerance, Variant, Workload, register
+from ..core import (Axis, Case, Exercise, KernelLaunch, Plan, Size, SpeedSpec, Tolerance, Variant, Workload, fixed,
+                    grid_for, kernel_name, register)
 from ..intrinsics import load4, store4
 from ..runtime import ON_GPU, cuda, persistent_grid
 
@@ -47,15 +48,23 @@ def reference(inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return {"out": float(inputs["alpha"]) * g}
 
 
-def make_inputs(n: int, rng: np.random.Generator) -> dict[str, Any]:
+def make_inputs(size: Size, rng: np.random.Generator) -> dict[str, Any]:
     # Different distributions for x and b (asymmetric): swapping them would show.
+    n = size.n
     return {"x": rng.standard_normal(n, dtype=np.float32) * np.float32(2.0),
             "b": rng.uniform(-1.0, 0.5, n).astype(np.float32),
             "alpha": np.float32(rng.uniform(0.5, 1.5))}
 
 
-def output_specs(n: int) -> dict[str, tuple[tuple[int, ...], Any]]:
-    return {"out": ((n,), np.float32)}
+def symmetric_inputs(size: Size, rng: np.random.Generator) -> dict[str, Any]:
+    # x == b: a kernel that reads one where it should read the other still passes
+    inputs = make_inputs(size, rng)
+    inputs["b"] = inputs["x"].copy()
+    return inputs
+
+
+def output_specs(size: Size) -> dict[str, tuple[tuple[int, ...], Any]]:
+    return {"out": ((size.n,), np.float32)}
 
 
 # -- the three stages as device functions (float32 throughout) --------------------------
@@ -199,22 +208,23 @@ def _stage(name: str, n: int, grid: int, arrays_read: int, load_bytes: int = 4 *
                         read_bytes_in_flight=arrays_read * load_bytes)
 
 
-def plan_unfused(n: int) -> Plan:
+def plan_unfused(size: Size) -> Plan:
+    n = size.n
     g = _vector_grid(n)
     return Plan((_stage(kernel_name(add_kernel), n, g, 2), _stage(kernel_name(gelu_kernel), n, g, 1),
                  _stage(kernel_name(scale_kernel), n, g, 1)))
 
 
-def plan_fused_naive(n: int) -> Plan:
-    return Plan((_stage(kernel_name(fused_naive_kernel), n, _scalar_grid(n), 2, load_bytes=F32),))
+def plan_fused_naive(size: Size) -> Plan:
+    return Plan((_stage(kernel_name(fused_naive_kernel), size.n, _scalar_grid(size.n), 2, load_bytes=F32),))
 
 
-def plan_fused(n: int) -> Plan:
-    return Plan((_stage(kernel_name(fused_kernel), n, _vector_grid(n), 2),))
+def plan_fused(size: Size) -> Plan:
+    return Plan((_stage(kernel_name(fused_kernel), size.n, _vector_grid(size.n), 2),))
 
 
-def plan_persistent(n: int) -> Plan:
-    return Plan((_stage(kernel_name(persistent_kernel), n, _persistent_blocks(), 2),))
+def plan_persistent(size: Size) -> Plan:
+    return Plan((_stage(kernel_name(persistent_kernel), size.n, _persistent_blocks(), 2),))
 
 
 def bind_unfused(inputs, outputs, stream=0):
@@ -244,14 +254,19 @@ def _bind_single(kernel, grid_of):
     return bind
 
 
+# sizes swept on a GPU: launch-bound 4K elements up to 2^27 (a GiB of traffic, bandwidth-bound)
+GPU_SWEEP = tuple(1 << k for k in range(12, 28, 2)) + (1 << 27,)
+
 WORKLOAD = register(Workload(
     name="elementwise",
     about="out = alpha * gelu(x + b) on float32 vectors: bias add -> GELU -> scale",
+    axes=(Axis("n", sim=3 * BLOCK + 5, gpu=1 << 28, sweep=GPU_SWEEP, sim_sweep=(1, 257, 3 * BLOCK + 5),
+               about="vector length"),),
     make_inputs=make_inputs,
     reference=reference,
     output_specs=output_specs,
     tolerance=Tolerance(rtol=1e-4, atol=1e-5),
-    sizes={"gpu": 1 << 28, "simulator": 3 * BLOCK + 5},
+    symmetric_inputs=symmetric_inputs,
 ))
 WORKLOAD.add(Variant("unfused", "unfused", "3 kernels; h and g written to DRAM and read back",
                      plan_unfused, bind_unfused))
@@ -261,3 +276,38 @@ WORKLOAD.add(Variant("fused", "fused", "1 kernel, 4 elements per thread, 16-byte
                      plan_fused, _bind_single(fused_kernel, _vector_grid)))
 WORKLOAD.add(Variant("persistent", "persistent", "1 kernel, grid = resident blocks x SMs, grid-stride loop",
                      plan_persistent, _bind_single(persistent_kernel, lambda n: _persistent_blocks())))
+
+
+# -- exercises: what a student writes for this chain (lessons 01, 02, 03) --------------------
+
+def _cases() -> tuple[Case, ...]:
+    s = WORKLOAD.size
+    return (Case(s(1), 11), Case(s(255), 12), Case(s(257), 13), Case(s(1031), 14),
+            Case(s(613), 21, hidden=True), Case(s(2 * 256 + 3), 22, hidden=True), Case(s(97), 23, hidden=True, probe=True))
+
+
+CHAIN_POINTS = {"correct (public)": 3, "correct (hidden)": 3, "launch budget": 1, "traffic budget": 1,
+                "compiles for sm_90": 1, "speed": 1}
+WORKLOAD.add_exercise(Exercise(
+    name="fuse_chain", workload="elementwise", variant="fused_naive", lesson="01",
+    title="Fuse bias add -> GELU -> scale into one kernel", kind="kernel", entry="fused_chain",
+    signature="@cuda.jit\ndef fused_chain(x, b, alpha, out):  # out[i] = alpha * gelu(x[i] + b[i])",
+    cases=_cases(), configs=(grid_for(256), grid_for(128), grid_for(32)), points=CHAIN_POINTS,
+    # against the lesson's own answer: one thread per element (16-byte accesses come out faster)
+    speed=SpeedSpec(WORKLOAD.size(1 << 24), "kernels_lab.workloads.elementwise:fused_naive_kernel", grid_for(256),
+                    reps=80)))
+WORKLOAD.add_exercise(Exercise(
+    name="two_launches", workload="elementwise", variant="unfused", lesson="02",
+    title="Launch the chain as two kernels: (bias add + GELU), then scale", kind="host", entry="run_two",
+    signature="def run_two(x, b, alpha, out):  # two launches; one intermediate array",
+    cases=_cases(), max_launches=2, max_bytes=lambda s: 20 * s.n,
+    budget_note="two kernels instead of the unfused variant's three: (x, b -> g) is 12 B per element, "
+                "(g -> out) 8 B: 20 B per element",
+    points={"correct (public)": 3, "correct (hidden)": 3, "launch budget": 2, "traffic budget": 2}))
+WORKLOAD.add_exercise(Exercise(
+    name="persistent_chain", workload="elementwise", variant="persistent", lesson="03",
+    title="Write the fused chain as a grid-stride (persistent) kernel", kind="kernel", entry="persistent_chain",
+    signature="@cuda.jit\ndef persistent_chain(x, b, alpha, out):  # correct for ANY grid",
+    cases=_cases(), configs=(fixed(2, 64), fixed(3, 32), fixed(1, 128)),
+    points={"correct (public)": 3, "correct (hidden)": 3, "grid independent of n": 2, "traffic budget": 1,
+            "compiles for sm_90": 1}))

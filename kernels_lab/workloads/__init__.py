@@ -1,0 +1,8 @@
+"""The workloads: one module each, its reference, variants, plans and exercises side by side.
+
+Importing this package registers every module listed here; a new workload adds one line.
+"""
+
+from . import elementwise  # noqa: F401
+from . import block_sums  # noqa: F401
+from . import quantize_group  # noqa: F401
