@@ -111,6 +111,8 @@ class Size(Mapping[str, int]):
         return self._axes[name]
 
     def __getattr__(self, name: str) -> int:
+        if name.startswith("_"):  # not an axis (and never recurse while __init__ has not finished)
+            raise AttributeError(name)
         try:
             return self._axes[name]
         except KeyError:

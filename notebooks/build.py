@@ -99,7 +99,7 @@ Each stage is a few flops per element: the chain is limited by memory traffic.""
         code(SETUP),
         code("""w = get_workload("elementwise")
 for v in w.variants.values():
-    plan = v.plan(1000)
+    plan = v.plan(w.size(1000))      # a size names the workload's axes: here one, n
     print(f"{v.name:<12} {plan.n_launches} launch(es)  {plan.bytes_total / 1000:g} B/element   {v.about}")"""),
         md("""
 ## Bytes, counted by the code that runs
@@ -108,19 +108,19 @@ so we can check the declaration against what the kernels really do."""),
         code("""from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.profile.launch_hook import count_launches
 from kernels_lab.runtime import ON_SIMULATOR
-n = 1031
-inputs = w.make_inputs(n, np.random.default_rng(1))
+size = w.size(1031)
+inputs = w.make_inputs(size, np.random.default_rng(1))
 for v in w.variants.values():
-    launch = v.bind(to_device(inputs), poisoned(w.output_specs(n)))
+    launch = v.bind(to_device(inputs), poisoned(w.output_specs(size)))
     if ON_SIMULATOR:
         from kernels_lab.profile.trace import tracing
         with count_launches() as seen, tracing() as trace:
             launch()
-        print(f"{v.name:<12} launches {len(seen)}  traced {trace.bytes_total:>7,} B  plan {v.plan(n).bytes_total:>7,} B")
+        print(f"{v.name:<12} launches {len(seen)}  traced {trace.bytes_total:>7,} B  plan {v.plan(size).bytes_total:>7,} B")
     else:
         with count_launches() as seen:
             launch()
-        print(f"{v.name:<12} launches {len(seen)}  plan {v.plan(n).bytes_total:>7,} B")"""),
+        print(f"{v.name:<12} launches {len(seen)}  plan {v.plan(size).bytes_total:>7,} B")"""),
         md("""
 ### Exercise 1: predict
 How many bytes per element does the **unfused** chain move? (Stage 1 reads x and b and writes h;

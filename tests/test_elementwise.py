@@ -16,12 +16,12 @@ SIZES = [1, 2, 3, 5, BLOCK - 1, BLOCK + 1, 4 * BLOCK + 3, 1031]
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("n", SIZES)
 def test_matches_float64_reference(variant, n, rng):
-    result = check_variant(W, W.variant(variant), n, seed=int(rng.integers(2**31)))
+    result = check_variant(W, W.variant(variant), W.size(n), seed=int(rng.integers(2**31)))
     assert result.ok, result.explain()
 
 
 def test_reference_is_not_symmetric_in_its_inputs(rng):
-    inputs = W.make_inputs(64, rng)
+    inputs = W.make_inputs(W.size(64), rng)
     swapped = dict(inputs, x=inputs["b"], b=inputs["x"])
     # x + b is symmetric; the inputs' distributions are not, which is what lets a check see a swap
     assert not np.allclose(inputs["x"], inputs["b"])
@@ -37,7 +37,7 @@ def test_check_catches_a_wrong_variant(rng):
         return lambda: (launch(), outputs["out"].copy_to_device(np.full(outputs["out"].shape, 0.5, np.float32)))
 
     broken = replace(fused, name="broken", bind=bind_off_by_one)
-    result = check_variant(W, broken, 37, seed=1)
+    result = check_variant(W, broken, W.size(37), seed=1)
     assert not result.ok and "WRONG" in result.explain()
 
 
@@ -45,13 +45,13 @@ def test_poisoned_outputs_show_unwritten_elements(rng):
     from dataclasses import replace
     fused = W.variant("fused")
     lazy = replace(fused, name="lazy", bind=lambda i, o, stream=0: (lambda: None))
-    result = check_variant(W, lazy, 9, seed=2)
+    result = check_variant(W, lazy, W.size(9), seed=2)
     assert not result.ok and result.mismatch.unwritten == 9
 
 
 def _args(n, rng, **override):
-    d = to_device(W.make_inputs(n, rng))
-    out = poisoned(W.output_specs(n))
+    d = to_device(W.make_inputs(W.size(n), rng))
+    out = poisoned(W.output_specs(W.size(n)))
     d.update({k: v for k, v in override.items() if k != "out"})
     if "out" in override:
         out["out"] = override["out"]
@@ -79,7 +79,8 @@ def test_bad_inputs_name_the_problem(variant, rng):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_size_zero_returns_without_launching(variant):
     from kernels_lab.profile.launch_hook import count_launches
-    inputs, outputs = _args(0, np.random.default_rng(0))
+    empty = cuda.device_array(0, np.float32)  # a Size cannot be 0; a bound array still can
+    inputs, outputs = {"x": empty, "b": empty, "alpha": np.float32(1)}, {"out": empty}
     with count_launches() as seen:
         W.variant(variant).bind(inputs, outputs)()
     assert seen == []
@@ -89,17 +90,17 @@ def test_results_do_not_depend_on_the_launch_configuration(rng):
     # The persistent kernel is correct for any grid: 1 block, 3 blocks, a grid larger than the data.
     from kernels_lab.workloads.elementwise import persistent_kernel
     n = 2 * BLOCK + 7
-    inputs = W.make_inputs(n, rng)
+    inputs = W.make_inputs(W.size(n), rng)
     ref = W.reference(inputs)["out"]
     for grid, block in [(1, 32), (3, 64), (50, 128)]:
         d = to_device(inputs)
-        out = poisoned(W.output_specs(n))["out"]
+        out = poisoned(W.output_specs(W.size(n)))["out"]
         persistent_kernel[grid, block](d["x"], d["b"], np.float32(d["alpha"]), out)
         np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=1e-5)
 
 
 def test_run_variant_returns_host_arrays(rng):
-    got = run_variant(W, W.variant("fused"), W.make_inputs(7, rng))
+    got = run_variant(W, W.variant("fused"), W.size(7), W.make_inputs(W.size(7), rng))
     assert isinstance(got["out"], np.ndarray) and got["out"].shape == (7,)
 
 

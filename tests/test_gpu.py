@@ -15,7 +15,7 @@ W = get_workload("elementwise")
 @pytest.mark.parametrize("n", [1, 255, 257, (1 << 20) + 3, (1 << 24) + 1])
 def test_variants_match_reference_on_the_gpu(variant, n):
     for seed in (11, 12):
-        result = check_variant(W, W.variant(variant), n, seed)
+        result = check_variant(W, W.variant(variant), W.size(n), seed)
         assert result.ok, result.explain()
 
 
@@ -35,11 +35,11 @@ def test_launch_hook_sees_gpu_launches():
     from kernels_lab.profile.launch_hook import count_launches
     n = 1000
     v = W.variant("unfused")
-    launch = v.bind(to_device(W.make_inputs(n, np.random.default_rng(0))), poisoned(W.output_specs(n)))
+    launch = v.bind(to_device(W.make_inputs(W.size(n), np.random.default_rng(0))), poisoned(W.output_specs(W.size(n))))
     with count_launches() as seen:
         launch()
     cuda.synchronize()
-    assert [r.kernel for r in seen] == [k.kernel for k in v.plan(n).launches]
+    assert [r.kernel for r in seen] == [k.kernel for k in v.plan(W.size(n)).launches]
 
 
 def test_timing_and_ceiling_are_plausible():
@@ -51,6 +51,6 @@ def test_timing_and_ceiling_are_plausible():
 def test_measure_warm_and_cold_on_the_gpu():
     from kernels_lab.profile.measure import measure_workload
     for flush in (True, False):
-        recs = measure_workload(W, (1 << 16) + 5, reps=5, flush=flush, show_progress=False)
+        recs = measure_workload(W, W.size((1 << 16) + 5), reps=5, flush=flush, show_progress=False)
         assert all(r["time_ms"] > 0 and r["time_ms_q1"] <= r["time_ms"] <= r["time_ms_q3"] for r in recs)
         assert all(r["launches"] == r["launches_planned"] for r in recs)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kernels_lab.grading import report
-from kernels_lab.grading.exercises import EXERCISES, get_exercise
+from kernels_lab.grading.exercises import exercises, get_exercise
 from kernels_lab.grading.grade import grade
 from kernels_lab.grading.submission import SubmissionError, load_source
 
@@ -151,7 +151,7 @@ def test_a_submission_writes_nothing_into_the_graders_directory(tmp_path, monkey
 def test_every_exercise_is_listed_and_points_add_up():
     out = subprocess.run([sys.executable, "-m", "kernels_lab.cli", "grade", "--list"], capture_output=True,
                          text=True, env={**os.environ, "KERNELS_LAB_BACKEND": "sim"}, timeout=120)
-    for name, ex in EXERCISES.items():
+    for name, ex in exercises().items():
         assert name in out.stdout and ex.max_score > 0
 
 
@@ -211,12 +211,12 @@ def test_speed_credit_needs_a_correct_output_at_the_speed_size(monkeypatch):
     from kernels_lab.grading.sandbox import ChildRun
     ex = get_exercise("fuse_chain")
     n = 1000
-    inputs = ex.make_inputs(n, np.random.default_rng(0))
+    inputs = ex.spec.make_inputs(ex.spec.size(n), np.random.default_rng(0))
     idx = np.array([0, 17, n - 1])
-    want = ex.reference(inputs)["out"].astype(np.float32)
+    want = ex.spec.reference(inputs)["out"].astype(np.float32)
     times = {"student_ms": [1.0] * 9, "reference_ms": [2.0] * 9, "error": None}
     monkeypatch.setattr(G, "ON_GPU", True)
-    job = {"n": n, "inputs": inputs, "check_indices": idx}
+    job = {"size": ex.spec.size(n), "inputs": inputs, "check_indices": idx}
     good = ChildRun("ok", report={"speed": {**times, "outputs": {"out": want[idx]}}}, speed_job=job)
     result, board = G._speed(ex, good, "speed", 1)
     assert result.score == 1 and "faster" in result.output and board[0]["value"] == 0.5

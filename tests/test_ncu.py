@@ -25,7 +25,7 @@ def test_parses_the_captured_csv_into_kernels_per_variant():
     groups = ncu.split_by_variant(ncu.parse_csv(CSV.read_text()), VARIANTS)
     w = get_workload("elementwise")
     for name, kernels in groups.items():
-        plan = w.variant(name).plan(N)
+        plan = w.variant(name).plan(w.size(N))
         assert [k.kernel for k in kernels] == [k.kernel for k in plan.launches]
         measured = sum(k.dram_read + k.dram_write for k in kernels)
         assert abs(measured / plan.bytes_total - 1) < 0.05, (name, measured, plan.bytes_total)
@@ -42,4 +42,4 @@ def test_garbage_is_a_clear_error():
 def test_missing_ncu_is_reported(monkeypatch):
     monkeypatch.setattr(ncu.shutil, "which", lambda name: None)
     with pytest.raises(ncu.NcuError, match="not on PATH"):
-        ncu.measure("elementwise", 10, ["fused"])
+        ncu.measure("elementwise", get_workload("elementwise").size(10), ["fused"])

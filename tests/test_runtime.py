@@ -23,7 +23,7 @@ def test_shim_lets_numba_compile_when_numpy_lacks_row_stack():
             "import kernels_lab, numpy as np\n"
             "from kernels_lab.checks import check_variant\n"
             "w = kernels_lab.get_workload('elementwise')\n"
-            "assert check_variant(w, w.variant('fused'), 9, 0).ok\n"
+            "assert check_variant(w, w.variant('fused'), w.size(9), 0).ok\n"
             "print('ok', numpy.row_stack is numpy.vstack)")
     env = {**os.environ, "KERNELS_LAB_BACKEND": "sim"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

@@ -45,7 +45,7 @@ def test_a_size_the_device_cannot_hold_says_how_much_it_needs(monkeypatch):
     monkeypatch.setattr(measure, "free_device_memory", lambda: 1 << 30)
     w = get_workload("elementwise")
     with pytest.raises(measure.MeasurementError, match=r"needs about 5\.5 GiB .* 1\.0 GiB are free"):
-        measure.check_fits(w, list(w.variants.values()), 1 << 28)
+        measure.check_fits(w, list(w.variants.values()), w.size(1 << 28))
 
 
 def test_few_bytes_in_flight_bound_the_bandwidth_by_littles_law():
@@ -74,8 +74,8 @@ def test_the_fit_finds_the_latency_that_made_the_data():
 def test_plans_declare_bytes_in_flight_per_thread():
     from kernels_lab import get_workload
     w = get_workload("elementwise")
-    naive = w.variant("fused_naive").plan(1 << 20).launches[0]
-    fused = w.variant("fused").plan(1 << 20).launches[0]
+    naive = w.variant("fused_naive").plan(w.size(1 << 20)).launches[0]
+    fused = w.variant("fused").plan(w.size(1 << 20)).launches[0]
     assert naive.read_bytes_in_flight == 8 and fused.read_bytes_in_flight == 32  # 4-byte vs 16-byte loads
     assert fused.device_bytes_in_flight(1 << 30) == 8 * (1 << 20)  # every load of the kernel at once
     assert naive.device_bytes_in_flight(270_336) == 270_336 * 8     # bounded by the resident threads

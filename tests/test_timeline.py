@@ -15,9 +15,9 @@ from kernels_lab.profile.timeline import variant_timelines
 def test_every_variant_of_every_workload_gets_a_well_formed_timeline(name):
     w = all_workloads()[name]
     n = 517
-    for rec in variant_timelines(w, n):
+    for rec in variant_timelines(w, w.size(n)):
         spans = rec["spans"]
-        plan = w.variant(rec["variant"]).plan(n)
+        plan = w.variant(rec["variant"]).plan(w.size(n))
         assert [s["kernel"] for s in spans] == [k.kernel for k in plan.launches]
         assert spans[0]["start_us"] == 0
         assert all(s["end_us"] >= s["start_us"] for s in spans)
@@ -36,7 +36,7 @@ def test_group_sizes_split_n_into_different_nonempty_tensors(n):
 def test_quantize_group_variants_match_the_reference(variant):
     w = get_workload("quantize_group")
     for n, seed in ((13, 1), (517, 2)):
-        result = check_variant(w, w.variant(variant), n, seed)
+        result = check_variant(w, w.variant(variant), w.size(n), seed)
         assert result.ok, result.explain()
 
 
@@ -52,7 +52,7 @@ def test_timeline_command_writes_results_and_a_figure(tmp_path):
 @pytest.mark.gpu
 def test_gpu_timelines_come_from_events_and_graphs_are_one_replay():
     w = get_workload("quantize_group")
-    recs = {r["variant"]: r for r in variant_timelines(w, 1 << 14)}
+    recs = {r["variant"]: r for r in variant_timelines(w, w.size(1 << 14))}
     assert recs["plain"]["source"] == "CUDA events" and len(recs["plain"]["spans"]) == 8
     assert [s["kernel"] for s in recs["graph"]["spans"]] == ["graph replay"]
     assert all(0 <= s["end_us"] - s["start_us"] < 1e4 for r in recs.values() for s in r["spans"])
@@ -63,5 +63,5 @@ def test_gpu_timelines_come_from_events_and_graphs_are_one_replay():
 def test_gpu_quantize_group_variants_match_the_reference(variant):
     w = get_workload("quantize_group")
     for n in (8, 1031, (1 << 18) + 3):
-        result = check_variant(w, w.variant(variant), n, int(np.log2(n)))
+        result = check_variant(w, w.variant(variant), w.size(n), int(np.log2(n)))
         assert result.ok, result.explain()

@@ -72,10 +72,10 @@ def test_traced_bytes_equal_the_plan_for_every_variant(workload, variant):
     w = all_workloads()[workload]
     for n in (1, 7, 517):
         v = w.variant(variant)
-        launch = v.bind(to_device(w.make_inputs(n, np.random.default_rng(n))), poisoned(w.output_specs(n)))
+        launch = v.bind(to_device(w.make_inputs(w.size(n), np.random.default_rng(n))), poisoned(w.output_specs(w.size(n))))
         with tracing() as trace:
             launch()
-        plan = v.plan(n)
+        plan = v.plan(w.size(n))
         assert len(trace.launches) == plan.n_launches
         for traced, planned in zip(trace.launches, plan.launches):
             assert traced.kernel == planned.kernel

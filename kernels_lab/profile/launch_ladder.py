@@ -6,9 +6,12 @@ Every rung launches the same tiny kernel N times back to back on one stream and 
 When the host is slower than the GPU the two agree (launch-bound); when the host is faster
 (graph replay), device time shows the GPU's own cost per kernel boundary.
 
-Rungs: numba dispatch with 0, 1 and 4 array arguments; a pre-bound cuda.core launch
-(arguments flattened once); replay of a captured CUDA graph; one step of a persistent kernel
-(a grid-wide barrier instead of a relaunch); and a fused kernel, which has no boundary.
+Rungs: numba dispatch with 0, 1 and 4 array arguments; cuda.core's launch() with the
+arguments flattened once (it still packs them on every call); the pre-bound launch (packed
+once, one cuLaunchKernelEx per call); CuPy's RawKernel as an outside anchor, when CuPy is
+installed (kernels-lab never needs it); replay of a captured CUDA graph; one step of a
+persistent kernel (a grid-wide barrier instead of a relaunch); and a fused kernel, which has
+no boundary.
 """
 
 from __future__ import annotations
@@ -75,6 +78,24 @@ def _measure(path: str, issue: Callable[[], None], launches: int, note: str, rep
     return _rung(path, launches, float(np.median(hosts)), float(np.median(devices)), note)
 
 
+_CUPY_TINY4 = r'''
+extern "C" __global__ void tiny4(float* a, const float* b, const float* c, const float* d) {
+    if (blockIdx.x * blockDim.x + threadIdx.x == 0) a[0] += b[0] + c[0] + d[0];
+}'''
+
+
+def _cupy_rung(grid: int, loop, n_launches: int) -> dict[str, Any] | None:
+    """The same tiny kernel as a CuPy RawKernel (an anchor: what another launcher pays), or None."""
+    try:
+        import cupy
+    except ImportError:
+        return None
+    kernel = cupy.RawKernel(_CUPY_TINY4, "tiny4")
+    arrays = tuple(cupy.zeros(4, cupy.float32) for _ in range(4))
+    return _measure("CuPy RawKernel, 4 array args", loop(lambda: kernel((grid,), (BLOCK,), arrays)), n_launches,
+                    "anchor: CuPy's own launcher, same kernel in CUDA C, same (default) stream")
+
+
 def measure_ladder(n_launches: int = 2000) -> list[dict[str, Any]]:
     if not ON_GPU:
         raise TimingUnavailable("the launch ladder measures microseconds: it needs a GPU")
@@ -97,8 +118,15 @@ def measure_ladder(n_launches: int = 2000) -> list[dict[str, Any]]:
     rungs.append(_measure("numba dispatch, 4 array args", loop(lambda: k4(*arrays)), n_launches,
                           "7 parameters per array, every call"))
     pre = PreboundLaunch(tiny4, g, BLOCK, tuple(arrays))
+    from cuda.core import LaunchConfig, launch
+    config, stream = LaunchConfig(grid=g, block=BLOCK), pre.stream
+    rungs.append(_measure("cuda.core launch, arguments flattened once, 4 array args",
+                          loop(lambda: launch(stream, config, pre.kernel, *pre.params)), n_launches,
+                          f"{len(pre.params)} parameters packed on every call"))
     rungs.append(_measure("pre-bound cuda.core launch, 4 array args", loop(pre), n_launches,
-                          "arguments flattened once"))
+                          "arguments flattened and packed once; one cuLaunchKernelEx per call"))
+    if (cupy_rung := _cupy_rung(g, loop, n_launches)) is not None:
+        rungs.append(cupy_rung)
     graph = CapturedGraph(lambda s: [tiny4[g, BLOCK, s](*arrays) for _ in range(n_launches)])
     rungs.append(_measure("CUDA graph replay, 4 array args", lambda: graph(), n_launches,
                           f"{n_launches} kernels captured once, replayed with one call"))

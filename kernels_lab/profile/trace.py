@@ -28,7 +28,7 @@ from typing import Iterator
 import numpy as np
 
 from ..runtime import ON_SIMULATOR
-from . import launches
+from . import launch_hook
 
 @dataclass
 class ArrayTraffic:
@@ -226,7 +226,7 @@ def tracing(writers: bool = False, perturb_seed: int | None = None,
     tracer = _Tracer(writers, perturb_seed, yield_probability)
     _active.append(tracer)
     try:
-        with launches.listening(tracer.begin, tracer.end):
+        with launch_hook.listening(tracer.begin, tracer.end):
             yield tracer.trace
     finally:
         _active.remove(tracer)

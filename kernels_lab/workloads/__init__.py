@@ -6,3 +6,4 @@ Importing this package registers every module listed here; a new workload adds o
 from . import elementwise  # noqa: F401
 from . import block_sums  # noqa: F401
 from . import quantize_group  # noqa: F401
+from . import softmax  # noqa: F401

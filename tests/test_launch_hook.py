@@ -3,7 +3,7 @@ import pytest
 
 from kernels_lab import get_workload
 from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile import launches
+from kernels_lab.profile import launch_hook as launches
 from kernels_lab.profile.launch_hook import count_launches
 from kernels_lab.runtime import ON_GPU, cuda
 
@@ -66,9 +66,9 @@ def test_plans_give_the_launches_the_code_performs(variant):
     w = get_workload("elementwise")
     n = 777
     v = w.variant(variant)
-    launch = v.bind(to_device(w.make_inputs(n, np.random.default_rng(3))), poisoned(w.output_specs(n)))
+    launch = v.bind(to_device(w.make_inputs(w.size(n), np.random.default_rng(3))), poisoned(w.output_specs(w.size(n))))
     with count_launches() as seen:
         launch()
-    plan = v.plan(n)
+    plan = v.plan(w.size(n))
     assert [(r.kernel, r.grid[0], r.block[0]) for r in seen] == \
         [(k.kernel, k.grid, k.block) for k in plan.launches]

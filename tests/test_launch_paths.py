@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kernels_lab import launch as paths
+from kernels_lab import launch_paths as paths
 from kernels_lab.runtime import ON_GPU, cuda
 
 
