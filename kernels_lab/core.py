@@ -335,6 +335,13 @@ class Workload:
             values = [parse_int(s) for s in spec.split(",") if s.strip()]
         return name, self.sweep(name, tuple(values), base)
 
+    def test_sizes(self) -> list[Size]:
+        """The sizes every variant is checked at on the simulator: the default, then each axis at each
+        of its simulator sweep values (the others at their defaults). Authors make them odd."""
+        base = self.default_size(False)
+        sizes = [base] + [base.replace(**{a.name: v}) for a in self.axes for v in a.sim_sweep]
+        return list(dict.fromkeys(sizes))
+
     def describe_axes(self, on_gpu: bool | None = None) -> str:
         gpu = _on_gpu() if on_gpu is None else on_gpu
         return ", ".join(f"{a.name}={a.default(gpu)}" for a in self.axes)
