@@ -1,0 +1,131 @@
+"""Figures of a softmax_bench.py results file (profile/plots.py does not draw a sweep over cols).
+
+    python3 benchmarks/softmax_plots.py RESULTS.json OUT_DIR
+
+  softmax_versions.png  GB/s of every version at each shape, the copy ceiling and torch.softmax beside
+  softmax_vs_torch.png  torch.softmax's time over each registered variant's, per shape (> 1: faster than torch)
+  softmax_cols.png      GB/s against the row width at fixed bytes: fused, online, torch.softmax, the ceiling,
+                        and where fused stops fitting on chip
+Every GB/s counts one read and one write of x (8 bytes per element).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from kernels_lab.profile.plots import _save, _source_note, _style, plt
+from kernels_lab.profile.results import load
+from kernels_lab.workloads.softmax import FUSED_MAX_COLS
+
+COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "persistent": "#2ca02c",
+          "online": "#9467bd", "torch.softmax": "#333333", "torch.compile": "#999999"}
+REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online")
+
+
+def _shapes(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return list(dict.fromkeys((r["size"]["rows"], r["size"]["cols"]) for r in records))
+
+
+def _legend_for(ax, names, ceiling: float | None, extra=()) -> None:
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[n]) for n in names]
+    labels = list(names)
+    if ceiling:
+        handles.append(plt.Line2D([], [], color="black", ls="--", lw=1))
+        labels.append(f"copy ceiling {ceiling:.0f} GB/s")
+    for handle, label in extra:
+        handles.append(handle)
+        labels.append(label)
+    ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def versions(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Path:
+    recs = [r for r in records if r["kind"] == "softmax_shape"]
+    shapes = _shapes(recs)
+    fig, axes = plt.subplots(len(shapes), 1, figsize=(10, 2.4 * len(shapes)), squeeze=False)
+    ceiling = meta.get("ceiling_GBs")
+    for ax, (rows, cols) in zip(axes[:, 0], shapes):
+        here = [r for r in recs if (r["size"]["rows"], r["size"]["cols"]) == (rows, cols)]
+        bars = ax.bar(range(len(here)), [r["GBs"] for r in here], color=[COLORS[r["variant"]] for r in here],
+                      hatch=None)
+        for bar, r in zip(bars, here):
+            if not r.get("correct", True):
+                bar.set_hatch("xx")
+            ax.annotate(f"{r['GBs']:.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                        va="bottom", fontsize=6)
+        if ceiling:
+            ax.axhline(ceiling, color="black", ls="--", lw=1)
+        ax.set_xticks(range(len(here)), [r["version"].replace("torch.", "") for r in here], fontsize=7)
+        ax.set_ylabel("GB/s")
+        _style(ax, f"{rows} x {cols}")
+    _legend_for(axes[0, 0], [n for n in COLORS if any(r["variant"] == n for r in recs)], ceiling)
+    fig.suptitle("every version, one read + one write counted (x-hatched: wrong after timing)", fontsize=10, x=0.01,
+                 ha="left")
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
+def vs_torch(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Path:
+    recs = [r for r in records if r["kind"] == "softmax_shape" and r.get("vs_torch")
+            and (r.get("registered") and r["variant"] in REGISTERED or r["variant"] == "torch.compile")]
+    shapes = _shapes(recs)
+    names = [n for n in (*REGISTERED, "torch.compile") if any(r["variant"] == n for r in recs)]
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    width = 0.8 / max(len(names), 1)
+    for k, name in enumerate(names):
+        for s, shape in enumerate(shapes):
+            r = next((r for r in recs if r["variant"] == name and (r["size"]["rows"], r["size"]["cols"]) == shape),
+                     None)
+            if r is not None:
+                ax.bar(s + (k - (len(names) - 1) / 2) * width, r["vs_torch"], width, color=COLORS[name])
+    ax.axhline(1.0, color=COLORS["torch.softmax"], lw=1)
+    ax.set_xticks(range(len(shapes)), [f"{rows} x {cols}" for rows, cols in shapes])
+    ax.set_ylabel("torch.softmax time / variant time")
+    _style(ax, "registered variants against torch.softmax (above 1: faster)")
+    _legend_for(ax, names, None, [(plt.Line2D([], [], color=COLORS["torch.softmax"], lw=1), "torch.softmax = 1")])
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
+def by_cols(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Path:
+    recs = [r for r in records if r["kind"] == "softmax_sweep"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    names = [n for n in ("fused", "online", "torch.softmax") if any(r["variant"] == n for r in recs)]
+    for name in names:
+        mine = sorted((r for r in recs if r["variant"] == name), key=lambda r: r["size"]["cols"])
+        ax.plot([r["size"]["cols"] for r in mine], [r["GBs"] for r in mine], "o-", ms=4, color=COLORS[name])
+    ceiling = meta.get("ceiling_GBs")
+    if ceiling:
+        ax.axhline(ceiling, color="black", ls="--", lw=1)
+    ax.axvline(FUSED_MAX_COLS, color="gray", ls=":", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("cols (row length, float32); rows = fixed bytes / row")
+    ax.set_ylabel("GB/s (one read + one write)")
+    total = recs[0]["n"] * 4 if recs else 0
+    _style(ax, f"softmax by row width, {total / 2**20:.0f} MiB of x at every point")
+    _legend_for(ax, names, ceiling, [(plt.Line2D([], [], color="gray", ls=":", lw=1),
+                                      f"fused's widest row on chip ({FUSED_MAX_COLS})")])
+    _source_note(fig, meta)
+    return _save(fig, path)
+
+
+def render(results_path: str | Path, out_dir: str | Path) -> list[Path]:
+    doc = load(results_path)
+    out = Path(out_dir)
+    meta, records = doc["meta"], doc["records"]
+    made = []
+    if any(r["kind"] == "softmax_shape" for r in records):
+        made.append(versions(records, meta, out / "softmax_versions.png"))
+    if any(r["kind"] == "softmax_shape" and r.get("vs_torch") for r in records):
+        made.append(vs_torch(records, meta, out / "softmax_vs_torch.png"))
+    if any(r["kind"] == "softmax_sweep" for r in records):
+        made.append(by_cols(records, meta, out / "softmax_cols.png"))
+    return made
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    for made in render(sys.argv[1], sys.argv[2]):
+        print(f"wrote {made}")

@@ -1,0 +1,72 @@
+"""Demo: softmax over rows, unfused vs shared memory vs registers vs online vs persistent."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..core import Size, get_workload
+from ..profile import plots, results
+from ..profile.measure import measure_workload
+from ..runtime import ON_GPU, device_facts
+from . import Demo, show_committed
+from .elementwise import table
+
+USEFUL_BYTES = 8  # per element: x read once, out written once, what every variant's GB/s is counted on
+
+
+def narrate(records: list[dict], size: Size, refused: dict[str, str], ceiling: float | None) -> str:
+    by = {r["variant"]: r for r in records}
+    n = size.elements
+    un, one = by["unfused"], by.get("fused") or by["online"]
+    lines = [f"Unfused, the row goes through DRAM between the steps (max, exp and sum, normalize): "
+             f"{un['launches']} launches, {un['bytes_model'] / n:.1f} bytes per element. {one['variant']} keeps it "
+             f"on chip: {one['launches']} launch, {one['bytes_model'] / n:.1f} bytes per element "
+             f"({un['bytes_model'] / one['bytes_model']:.2f}x fewer)."]
+    if "online" in by:
+        lines.append(f"online holds no row: it reads x twice ({by['online']['bytes_model'] / n:.0f} bytes per element "
+                     f"planned); on a GPU the second read can find the row still in L2 (ncu's DRAM bytes tell).")
+    lines += [f"{name} does not run at {size}: {why}" for name, why in refused.items()]
+    if one.get("time_ms"):
+        lines.append(f"On the GPU unfused takes {un['time_ms'] / one['time_ms']:.2f}x {one['variant']}'s time "
+                     f"(the bytes predict {un['bytes_model'] / one['bytes_model']:.2f}x).")
+        for r in records:
+            useful = USEFUL_BYTES * n / (r["time_ms"] * 1e-3) / 1e9
+            share = f" = {useful / ceiling:.0%} of the {ceiling:.0f} GB/s copy ceiling" if ceiling else ""
+            lines.append(f"  {r['variant']:<13} {useful:6.0f} GB/s of useful traffic (one read + one write){share}")
+    else:
+        lines.append("The simulator cannot time kernels; the bytes above were traced element by element and match "
+                     "the plan. Run on a GPU for the timings.")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    workload = get_workload("softmax")
+    size = workload.chosen_size(args.size, args.n)
+    print(f"backend: {device_facts().describe()}")
+    if not ON_GPU:
+        print(f"On the CUDA simulator: a small size ({size}); timings are not available there, launches and "
+              f"bytes are.")
+    ceiling = None
+    if ON_GPU:
+        from ..profile.ceiling import measure_copy_ceiling
+        c = measure_copy_ceiling(n=min(size.elements, 1 << 28))
+        ceiling = c.GBs
+        print(f"copy ceiling: {c.GBs:.0f} GB/s ({c.best}; " +
+              ", ".join(f"{k} {v:.0f}" for k, v in c.candidates.items()) + ")")
+    refused = {v.name: why for v in workload.variants.values() if (why := v.why_not(size)) is not None}
+    records = measure_workload(workload, size, reps=args.reps)
+    print(table(records))
+    print()
+    print(narrate(records, size, refused, ceiling))
+    meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)
+    json_path = results.dump(meta, records, args.json)
+    png = plots.variant_bars(records, meta, args.out)
+    print(f"\nwrote {json_path} and {png}")
+    if not ON_GPU:
+        for made in show_committed("softmax_h200.json", args.out.parent, "softmax"):
+            print(f"wrote {made}")
+    return 0
+
+
+DEMO = Demo("softmax", "softmax over rows: unfused (3 kernels) vs the row in shared memory, in registers, online, "
+                       "persistent", run, order=4)

@@ -1,0 +1,234 @@
+"""Softmax on the simulator: the layouts test_workloads.py's default sizes do not reach (a row per
+block, several rows per block, several passes of the streaming loop), rows where exp overflows
+without the max, the fused limit, argument checks, the reductions in reduce.py, the exercise's
+grading, and where NVVM is, a compile of the GPU kernels for sm_90."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernels_lab import get_workload
+from kernels_lab.arrays import ArgumentError, poisoned, to_device
+from kernels_lab.checks import check_variant, compare
+from kernels_lab.profile.trace import per_array, tracing
+from kernels_lab.reduce import block_md, warp_max, warp_md, warp_sum
+from kernels_lab.runtime import cuda
+from kernels_lab.workloads import softmax as sm
+
+W = get_workload("softmax")
+SUBMISSIONS = Path(__file__).parent / "submissions"
+
+# (variant, rows, cols) beyond the default sizes: 1000 = 250 16-byte vectors (lanes masked off),
+# 1500 a row per block with 16-byte accesses, 1029 a row per block with 4-byte ones
+SIZES = [("unfused", 3, 1000), ("fused_shared", 2, 1029), ("fused", 3, 1000), ("fused", 2, 1500),
+         ("fused", 2, 1029), ("online", 3, 1000), ("persistent", 3, 1029)]
+
+
+@pytest.mark.parametrize("variant,rows,cols", SIZES)
+def test_variant_matches_float64_and_moves_the_planned_bytes(variant, rows, cols, rng):
+    size, v = W.size(rows=rows, cols=cols), W.variant(variant)
+    with tracing() as trace:
+        result = check_variant(W, v, size, seed=int(rng.integers(2**31)))
+    assert result.ok, result.explain()
+    plan = v.plan(size)
+    assert [(t.kernel, t.grid[0], t.block[0]) for t in trace.launches] == \
+        [(k.kernel, k.grid, k.block) for k in plan.launches]
+    for traced, planned in zip(trace.launches, plan.launches):
+        assert (traced.bytes_read, traced.bytes_written) == (planned.bytes_read, planned.bytes_written), \
+            f"{planned.kernel}: traced {per_array(trace)}"
+
+
+def _run(bind, rows: int, cols: int, rng) -> None:
+    inputs = W.make_inputs(W.size(rows=rows, cols=cols), rng)
+    out = poisoned(W.output_specs(W.size(rows=rows, cols=cols)))
+    bind(to_device(inputs), out)()
+    _, bad = compare("out", out["out"].copy_to_host(), W.reference(inputs)["out"], W.tolerance)
+    assert bad is None, bad
+
+
+@pytest.mark.parametrize("what,rows,cols,bind", [
+    ("a row per warp, 2 rows a block, the last block half idle", 3, 260,
+     lambda i, o: sm.bind_fused(i, o, shape=sm.fused_shape(260, threads=32, block=64))),
+    ("a row per block of 64 threads, 4-byte accesses", 3, 301,
+     lambda i, o: sm.bind_fused(i, o, shape=sm.fused_shape(301, threads=64))),
+    ("persistent, a row per block: 2 blocks stride over 5 rows", 5, 301,
+     lambda i, o: sm.bind_fused(i, o, shape=sm.fused_shape(301, threads=64), persistent=True)),
+    ("online, 4 passes of its loop, 16-byte accesses", 2, 1000,
+     lambda i, o: sm.bind_online(i, o, shape=sm.stream_shape(1000, threads=32, chunks=2))),
+    ("online, 3 passes of its loop, 4-byte accesses", 2, 333,
+     lambda i, o: sm.bind_online(i, o, shape=sm.stream_shape(333, threads=32, chunks=1))),
+])
+def test_other_layouts_the_benchmark_compares(what, rows, cols, bind, rng):
+    _run(bind, rows, cols, rng)
+
+
+def test_inputs_have_rows_where_exp_overflows_without_the_max(rng):
+    x = W.make_inputs(W.size(rows=7, cols=67), rng)["x"]
+    assert x[0].min() > 75 and x[3].max() < -75 and np.abs(x[1]).max() < 25  # near +100, -100, and ordinary
+    with np.errstate(over="ignore", invalid="ignore"):
+        naive = np.exp(x[0]) / np.exp(x[0]).sum()
+    assert np.isnan(naive).all()  # exp(100) = inf in float32: inf / inf
+    assert np.isfinite(W.reference({"x": x})["out"]).all()
+
+
+def test_symmetric_inputs_repeat_one_row(rng):
+    x = W.symmetric_inputs(W.size(rows=3, cols=5), rng)["x"]
+    assert x.shape == (3, 5) and (x == x[0]).all()
+
+
+def test_fused_refuses_a_row_that_does_not_fit_and_names_online():
+    wide = W.size(rows=1, cols=sm.FUSED_MAX_COLS + 4)
+    for name in ("fused", "persistent"):
+        why = W.variant(name).why_not(wide)
+        assert why is not None and "`online`" in why and str(sm.FUSED_MAX_COLS) in why
+        assert W.variant(name).why_not(wide.replace(cols=sm.FUSED_MAX_COLS)) is None
+    assert W.variant("online").why_not(wide) is None and W.variant("unfused").why_not(wide) is None
+    assert "`fused`" in W.variant("fused_shared").why_not(W.size(rows=1, cols=sm.SHARED_COLS + 1))
+    x = cuda.to_device(np.zeros((1, wide.cols), np.float32))
+    with pytest.raises(ArgumentError, match="`online`"):
+        W.variant("fused").bind({"x": x}, {"out": cuda.device_array_like(x)})
+
+
+def test_layouts_by_width():
+    warp, block, widest = sm.fused_shape(1024), sm.fused_shape(4096), sm.fused_shape(sm.FUSED_MAX_COLS)
+    assert (warp.threads, warp.chunks, warp.rows_per_block, warp.vector) == (32, 8, sm.WARP_ROWS, True)
+    assert (block.threads, block.chunks, block.rows_per_block) == (256, 4, 1)
+    assert (widest.threads, widest.chunks) == (1024, 8) and not sm.fused_shape(67).vector
+    assert sm.stream_shape(32768).threads == 1024 and sm.stream_shape(67).threads == 32
+
+
+@pytest.mark.parametrize("variant", list(W.variants))
+def test_bad_arguments_get_errors_that_name_them(variant, rng):
+    host = W.make_inputs(W.size(rows=2, cols=8), rng)["x"]
+    x, out = cuda.to_device(host), cuda.device_array((2, 8), np.float32)
+    bind = W.variant(variant).bind
+    for inputs, outputs, says in [
+            ({"x": cuda.to_device(host.astype(np.float64))}, {"out": out}, "x: dtype float64"),
+            ({"x": cuda.to_device(host.ravel())}, {"out": out}, "is not 2-D"),
+            ({"x": x}, {"out": cuda.device_array((2, 9), np.float32)}, "out: shape (2, 9)"),
+            ({"x": cuda.to_device(np.zeros((2, 16), np.float32))[:, ::2]}, {"out": out}, "not contiguous"),
+            ({"x": host}, {"out": out}, "host NumPy array")]:
+        with pytest.raises(ArgumentError, match=says.replace("(", r"\(").replace(")", r"\)")):
+            bind(inputs, outputs)
+
+
+def test_warp_and_block_reductions(rng):
+    @cuda.jit
+    def reduce_all(x, sums, maxes, warp_m, warp_d, block_m, block_d):
+        sm_m = cuda.shared.array(64, np.float32)
+        sm_d = cuda.shared.array(64, np.float32)
+        t = cuda.threadIdx.x
+        v = x[t]
+        sums[t] = warp_sum(v)
+        maxes[t] = warp_max(v)
+        warp_m[t], warp_d[t] = warp_md(v, np.float32(1))  # each element is a partial: m = x, d = 1
+        block_m[t], block_d[t] = block_md(v, np.float32(1), sm_m, sm_d)
+
+    x = (rng.standard_normal(64) * 5).astype(np.float32)
+    outs = [cuda.device_array(64, np.float32) for _ in range(6)]
+    reduce_all[1, 64](cuda.to_device(x), *outs)
+    sums, maxes, wm, wd, bm, bd = (o.copy_to_host() for o in outs)
+    for w in (slice(0, 32), slice(32, 64)):
+        assert np.allclose(sums[w], x[w].sum(), rtol=1e-5) and (maxes[w] == x[w].max()).all()
+        assert (wm[w] == x[w].max()).all() and np.allclose(wd[w], np.exp(x[w] - x[w].max()).sum(), rtol=1e-5)
+    assert (bm == x.max()).all() and np.allclose(bd, np.exp(x - x.max()).sum(), rtol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [1000, 1024, 4096, 32768, 50257])
+@pytest.mark.parametrize("variant", list(W.variants))
+def test_on_the_gpu_at_real_widths(variant, cols):
+    # the simulator does not type-check: here every kernel is compiled and run at the widths that matter
+    size = W.size(rows=67, cols=cols)
+    if W.variant(variant).why_not(size) is not None:
+        pytest.skip(W.variant(variant).why_not(size))
+    result = check_variant(W, W.variant(variant), size, seed=cols)
+    assert result.ok, result.explain()
+
+
+def test_every_variant_runs_through_the_ncu_child():
+    from kernels_lab.profile.ncu import _child
+    assert _child(["softmax", "rows=2,cols=5", *W.variants]) == 0
+
+
+# -- the exercise ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def grades():
+    from kernels_lab.grading.exercises import get_exercise  # here: the grader failing to import fails these tests only
+    from kernels_lab.grading.grade import grade
+    names = ("softmax_correct", "softmax_no_max_subtraction", "softmax_two_pass_global")
+    ex = get_exercise("fused_softmax")
+
+    def one(name):
+        return grade(ex, (SUBMISSIONS / f"{name}.py").read_text(), name, compile_gate=False, timeout_s=120)
+    with ThreadPoolExecutor(len(names)) as pool:  # each grade waits on its own child process
+        return dict(zip(names, pool.map(one, names)))
+
+
+def _test(g, name):
+    return next(t for t in g.tests if t.name == name)
+
+
+def test_the_correct_softmax_gets_full_marks(grades):
+    g = grades["softmax_correct"]
+    assert g.outcome == "graded" and g.score == g.max_score > 0, g.summary
+
+
+def test_no_max_subtraction_overflows_and_loses_correctness(grades):
+    g = grades["softmax_no_max_subtraction"]
+    assert _test(g, "correct (public)").score == 0 and _test(g, "correct (hidden)").score == 0
+    assert "got nan" in _test(g, "correct (public)").output and g.score < g.max_score / 2
+
+
+def test_reading_x_three_times_loses_the_traffic_budget_only(grades):
+    g = grades["softmax_two_pass_global"]
+    assert all(_test(g, n).status == "passed" for n in ("correct (public)", "correct (hidden)", "launch budget"))
+    assert _test(g, "traffic budget").score == 0 and "global traffic" in _test(g, "traffic budget").output
+
+
+# -- the real compiler ------------------------------------------------------------------------------
+
+_COMPILE = textwrap.dedent("""
+    import sys
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        for lib in ("nvvm", "nvrtc"):
+            load_nvidia_dynamic_lib(lib)
+    except Exception as e:
+        print("NO_TOOLCHAIN", type(e).__name__); sys.exit(0)
+    import math, numpy as np
+    from numba import types
+    from kernels_lab.runtime import cuda
+    from kernels_lab.workloads import softmax as sm
+    a1, a2, i8 = types.Array(types.float32, 1, "C"), types.Array(types.float32, 2, "C"), types.int64
+    jobs = [(sm.fused_kernel(sm.fused_shape(c)), (a1, a1, i8, i8)) for c in (1000, 2051, 32768)]
+    jobs.append((sm.online_kernel(sm.stream_shape(67)), (a1, a1, i8)))
+    jobs.append((sm.unfused_kernels(sm.stream_shape(4096))[1], (a1, a1, a1, a1, i8)))  # its siblings: the same parts
+    jobs.append((sm.softmax_shared_kernel, (a2, a2)))
+    ns = {"cuda": cuda, "np": np, "math": math}
+    exec(open(sys.argv[1]).read(), ns)
+    jobs.append((ns["softmax_rows"], (a2, a2)))
+    for kernel, sig in jobs:
+        options = {k: v for k, v in kernel.targetoptions.items() if k in ("fastmath", "launch_bounds")}
+        ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0), **options)
+        assert "ld.local" not in ptx, f"{kernel.py_func.__name__}: a local array left registers"
+    print("compiled", len(jobs))
+""")
+
+
+def test_gpu_kernels_compile_for_sm_90():
+    # ~4 s a kernel on 2 cores: one kernel of each kind and layout (warp/block, 16-byte/4-byte, 1024 threads)
+    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    out = subprocess.run([sys.executable, "-c", _COMPILE, str(SUBMISSIONS / "softmax_correct.py")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    if "NO_TOOLCHAIN" in out.stdout:
+        pytest.skip("no NVVM/NVRTC here to compile with (pip install 'kernels-lab[cu13]')")
+    assert out.returncode == 0 and "compiled 7" in out.stdout, out.stderr[-3000:]
