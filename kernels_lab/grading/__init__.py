@@ -1,2 +1,15 @@
-"""Student exercise grading: declarative exercises, a sandboxed child per submission, verdicts
-computed in the parent, and reports (text, JSON, Gradescope results.json)."""
+"""Student exercise grading.
+
+  exercises     declarative exercises (views of registered workloads), and instructors' exercise files
+  sandbox       one confined child per submission (warden.py: PID namespace or subreaper, Landlock,
+                an unprivileged user, no network, limits per run); protections() says what is in force
+  child         what runs in the child: the submission's runs, who wrote each output element
+  verdict       the verdict on one run, hints and budgets (shared with kernels_lab.lessons.check)
+  grade         checks and points; one maximum per exercise and back-end (counted_checks)
+  compile_gate  numba's real compiler for sm_90, no GPU needed; available() is the probe doctor shows
+  sanitizer     compute-sanitizer memcheck (every case, each error tied to its run) and racecheck (GPU)
+  speed         the student's kernel against the reference, interleaved (GPU)
+  batch         many submissions: shards, resumable runs (content hashes), merge, a CSV gradebook
+  bundle        a Gradescope autograder zip (setup.sh, run_autograder; graded on the simulator)
+  report        text, JSON and Gradescope's results.json, written atomically
+"""

@@ -1,56 +1,187 @@
 """The child side of the sandbox: import the submission, run it on the given inputs, report.
 
-    python -m kernels_lab.grading.child JOB.pkl REPORT.pkl
+    python -m kernels_lab.grading.child JOB.pkl REPORT.json PROGRESS.json
 
-The child never sees a reference or a verdict: it gets inputs, and returns outputs, launch
-counts, traced bytes and last writers. Everything it reports is checked by the parent.
+The child never sees a reference or a verdict: it gets inputs, and returns outputs and what it
+saw happen (launch records, who wrote each output element, traced bytes). Everything it reports
+is checked by the parent. Before each step it writes PROGRESS.json ({"phase", "case", "step"}):
+the warden restarts that phase's clock there, and a timeout names the run that hung.
+
+The work must be a kernel's: run_case watches every launch (kernels_lab.profile.launch_hook) and
+snapshots the outputs before and after each one, so each output element's last change is
+attributed to a launch of the submission's own kernel, to a kernel it did not write (a copied
+reference), or to the host (an answer computed with NumPy and copied in). The submission may not
+import kernels_lab beyond kernels_lab.runtime (the grader and the reference solutions live
+there); a kernel exercise's entry must be a real @cuda.jit kernel defined in the submission.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import sys
 import traceback
-from contextlib import nullcontext
 import types
 import warnings
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable
+
+SUBMISSION_FILE = "<submission>"
+ALLOWED_IMPORTS = ("kernels_lab.runtime",)  # what a submission may import from kernels_lab
 
 
 def _describe(exc: BaseException) -> dict:
     tb = traceback.extract_tb(exc.__traceback__)
-    student = [f for f in tb if f.filename == "<submission>"]
+    student = [f for f in tb if f.filename == SUBMISSION_FILE]
     where = f"line {student[-1].lineno}" if student else ""
     return {"type": type(exc).__name__, "message": str(exc)[:2000], "where": where,
             "traceback": "".join(traceback.format_exception(exc))[-4000:]}
 
 
-def run_case(entry, kind: str, argument_order, case: dict) -> dict:
-    """Run the student's code once on a case's inputs: outputs, launches, traced bytes, writers."""
-    from kernels_lab.arrays import poisoned, to_device
-    from kernels_lab.profile.launch_hook import count_launches
-    from kernels_lab.runtime import ON_SIMULATOR, cuda
+def _package_dir() -> str:
+    return str(Path(__file__).resolve().parents[1])
 
+
+def defined_outside_kernels_lab(py_func: Any) -> bool:
+    """The default test of 'the student's own kernel' (in a notebook): not one of kernels_lab's."""
+    code = getattr(py_func, "__code__", None)
+    if code is None:
+        return False
+    path = code.co_filename
+    return not (os.path.isabs(path) and os.path.realpath(path).startswith(_package_dir() + os.sep))
+
+
+def defined_in_submission(py_func: Any) -> bool:
+    code = getattr(py_func, "__code__", None)
+    return code is not None and code.co_filename == SUBMISSION_FILE
+
+
+def entry_problem(entry: Any, kind: str, name: str, own: Callable[[Any], bool] = defined_outside_kernels_lab) -> str | None:
+    """Why `entry` cannot be graded as the exercise's kernel (None when it can)."""
+    if kind != "kernel":
+        return None if callable(entry) else f"{name} must be a function, got {type(entry).__name__}"
+    from kernels_lab.runtime import ON_SIMULATOR
+    if ON_SIMULATOR:
+        from numba.cuda.simulator.kernel import FakeCUDAKernel as Kernel
+    else:
+        from numba.cuda.dispatcher import CUDADispatcher as Kernel
+    if not isinstance(entry, Kernel) or getattr(entry, "_device", False):
+        what = "a device function" if getattr(entry, "_device", False) else f"a {type(entry).__name__} object"
+        return (f"{name} is {what}, not a @cuda.jit kernel: the grader launches your kernel itself "
+                f"({name}[grid, block](...)), so {name} must be the kernel")
+    if not own(entry.py_func):
+        where = getattr(getattr(entry.py_func, "__code__", None), "co_filename", "?")
+        return (f"{name} is a kernel defined in {where}, not in your submission: write the kernel yourself "
+                f"(a copied reference earns no credit)")
+    return None
+
+
+class _Provenance:
+    """Who last changed each output element: 0 nobody, 1 the host, 2 an own kernel, 3 another kernel."""
+
+    HOST, OWN, FOREIGN = 1, 2, 3
+
+    def __init__(self, outputs: dict[str, Any], sync: Callable[[], None]):
+        import numpy as np
+        self.np, self.outputs, self.sync = np, outputs, sync
+        self.state = {k: self._bits(v) for k, v in outputs.items()}
+        self.who = {k: np.zeros(s.shape, np.uint8) for k, s in self.state.items()}
+        self.foreign_names: set[str] = set()
+
+    def _bits(self, dev):
+        a = dev.copy_to_host()
+        return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind in "fc" and a.dtype.itemsize in (2, 4, 8) else a
+
+    def _mark(self, by: int) -> None:
+        for k, dev in self.outputs.items():
+            now = self._bits(dev)
+            changed = now != self.state[k]
+            self.who[k][changed] = by
+            self.state[k] = now
+
+    def begin(self) -> None:  # anything changed since the last launch ended was the host
+        self.sync()
+        self._mark(self.HOST)
+
+    def end(self, own: bool, name: str) -> None:
+        self.sync()
+        self._mark(self.OWN if own else self.FOREIGN)
+        if not own:
+            self.foreign_names.add(name)
+
+    def summary(self) -> dict[str, Any]:
+        np = self.np
+        out = {}
+        for k, who in self.who.items():
+            flat = who.reshape(-1)
+            host, foreign = np.flatnonzero(flat == self.HOST), np.flatnonzero(flat == self.FOREIGN)
+            out[k] = {"host": int(host.size), "first_host": int(host[0]) if host.size else None,
+                      "foreign": int(foreign.size), "first_foreign": int(foreign[0]) if foreign.size else None}
+        return out
+
+
+def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], bool] | None = None,
+             keep: list | None = None, entry_name: str | None = None) -> dict:
+    """Run the student's code once on a case's inputs: outputs, launches, who wrote what, traced bytes.
+
+    own(py_func) -> bool: is this kernel the student's (default: not defined inside kernels_lab;
+    the grader's child requires the submission itself). keep: a list that holds the run's device
+    arrays alive (so a sanitizer's addresses stay unique to one run)."""
+    from kernels_lab.arrays import poisoned, to_device
+    from kernels_lab.profile.launch_hook import listening
+    from kernels_lab.runtime import ON_GPU, ON_SIMULATOR, cuda
+    own = own or defined_outside_kernels_lab
     result = {"id": case["id"], "outputs": None, "error": None, "launches": None, "bytes": None,
-              "last_writer": None}
+              "last_writer": None, "own_launches": 0, "entry_launches": 0, "foreign": [], "provenance": None,
+              "allocations": None, "entry_problem": None}
+    name = entry_name or getattr(getattr(entry, "py_func", entry), "__name__", None) or "the entry"
+    problem = entry_problem(entry, kind, name, own)
+    if problem:
+        result["entry_problem"] = problem
+        return result
     try:
         dev_in = to_device(case["inputs"])
         dev_out = poisoned(case["output_specs"])
+        if keep is not None:
+            keep.append((dev_in, dev_out))
+        if ON_GPU:
+            result["allocations"] = [[int(a.device_ctypes_pointer.value or 0), int(a.nbytes)]
+                                     for a in (*dev_in.values(), *dev_out.values()) if hasattr(a, "nbytes")]
         args = [dev_out[k] if k in dev_out else dev_in[k] for k in argument_order]
+        prov = _Provenance(dev_out, cuda.synchronize if ON_GPU else (lambda: None))
+        launches: list = []
+        entry_func = getattr(entry, "py_func", None)
+
+        def begin(rec, _args, py_func):
+            prov.begin()
+            launches.append((rec, py_func))
+
+        def end(rec):
+            py_func = next((f for r, f in reversed(launches) if r is rec), None)
+            prov.end(py_func is not None and own(py_func), rec.kernel)
+
         tracer = nullcontext()
         if ON_SIMULATOR:
             from kernels_lab.profile.trace import tracing
             tracer = tracing(writers=True, perturb_seed=case.get("perturb_seed"), yield_probability=0.5)
-        with count_launches() as seen, tracer as trace:
+        with listening(begin, end), tracer as trace:
             if kind == "kernel":
                 grid, block = case["config"]
                 entry[grid, block](*args)
             else:
                 entry(*args)
-        if not ON_SIMULATOR:
+        if ON_GPU:
             cuda.synchronize()
+        prov.begin()  # whatever changed after the last launch was the host
         result["outputs"] = {k: v.copy_to_host() for k, v in dev_out.items()}
-        result["launches"] = [(r.kernel, r.grid, r.block) for r in seen]
+        result["launches"] = [(r.kernel, r.grid, r.block) for r, _ in launches]
+        result["own_launches"] = sum(1 for _, f in launches if f is not None and own(f))
+        code = getattr(entry_func, "__code__", None)
+        result["entry_launches"] = sum(1 for _, f in launches if f is not None and
+                                       (f is entry_func or (code is not None and getattr(f, "__code__", None) is code)))
+        result["foreign"] = sorted(prov.foreign_names | {r.kernel for r, f in launches if f is None or not own(f)})
+        result["provenance"] = prov.summary()
         if trace is not None:
             result["bytes"] = trace.bytes_total
             result["last_writer"] = dict(trace.last_writer)
@@ -59,45 +190,88 @@ def run_case(entry, kind: str, argument_order, case: dict) -> dict:
     return result
 
 
-def main(job_path: str, report_path: str) -> int:
+def _guard_imports() -> None:
+    """Code of the submission may not import kernels_lab (bar kernels_lab.runtime)."""
+    import builtins
+    original = builtins.__import__
+
+    def guarded(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and (name == "kernels_lab" or name.startswith("kernels_lab.")) \
+                and (globals or {}).get("__name__") == "submission" \
+                and not any(name == a or name.startswith(a + ".") for a in ALLOWED_IMPORTS):
+            raise ImportError(f"a submission may not import {name}: the grader and the exercises' reference "
+                              f"solutions live in kernels_lab (cuda, np and math are already defined for you; "
+                              f"kernels_lab.runtime is allowed)")
+        return original(name, globals, locals, fromlist, level)
+    builtins.__import__ = guarded
+
+
+def main(job_path: str, report_path: str, progress_path: str | None = None) -> int:
     sys.setswitchinterval(5e-5)  # simulated threads hand over the GIL sooner
     warnings.simplefilter("ignore")  # numba's performance warnings never cost points
+    step = [0]
+
+    def progress(phase: str, case: int | None = None) -> None:
+        if not progress_path:
+            return
+        step[0] += 1
+        tmp = progress_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"phase": phase, "case": case, "step": step[0]}, f)
+        os.replace(tmp, progress_path)
+
+    import pickle
     with open(job_path, "rb") as f:
         job = pickle.load(f)
     os.unlink(job_path)  # the inputs stay in memory only
-    report = {"nonce": job["nonce"], "import_error": None, "cases": []}
-
-    def save():
-        tmp = report_path + ".tmp"
-        with open(tmp, "wb") as f:
-            pickle.dump(report, f)
-        os.replace(tmp, report_path)
+    nonce = job.pop("nonce")
+    report: dict[str, Any] = {"nonce": nonce, "imported": False, "import_error": None, "cases": []}
 
     import numpy as np
 
+    from kernels_lab.grading.sandbox import encode
+    from kernels_lab.profile import launch_hook
     from kernels_lab.runtime import cuda
 
+    def save():
+        tmp = report_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(encode(report), f)
+        os.replace(tmp, report_path)
+
+    launch_hook.install()  # before the submission runs, so its launches are heard
+    _guard_imports()
     module = types.ModuleType("submission")
     module.__dict__.update({"cuda": cuda, "np": np, "numpy": np, "math": __import__("math")})
+    sys.modules["submission"] = module
+    progress("import")
     try:
-        exec(compile(job["source"], "<submission>", "exec"), module.__dict__)
+        exec(compile(job["source"], SUBMISSION_FILE, "exec"), module.__dict__)
         entry = module.__dict__.get(job["entry"])
         if entry is None:
             raise NameError(f"the submission defines no {job['entry']!r}")
-        if job["kind"] == "kernel" and not hasattr(entry, "py_func"):
-            raise TypeError(f"{job['entry']} must be a @cuda.jit kernel, got {type(entry).__name__}")
     except (Exception, SystemExit) as e:  # noqa: BLE001  (a broken submission is a graded outcome)
         report["import_error"] = _describe(e)
         save()
+        progress("done")
         return 0
+    report["imported"] = True
     save()  # an import that worked is on record even if a case then hangs
 
+    keep: list | None = [] if job.get("keep_arrays") else None
     for case in job["cases"]:
-        report["cases"].append(run_case(entry, job["kind"], job["argument_order"], case))
+        progress("run", case["id"])
+        got = run_case(entry, job["kind"], job["argument_order"], case, own=defined_in_submission, keep=keep,
+                       entry_name=job["entry"])
+        if got["last_writer"] is not None:  # JSON: [[label, flat, block, thread], ...]
+            got["last_writer"] = [[k[0], k[1], list(v[0]), list(v[1])] for k, v in got["last_writer"].items()]
+        report["cases"].append(got)
         save()
     if job.get("speed"):
+        progress("speed")
         report["speed"] = run_speed(entry, job["argument_order"], job["speed"])
         save()
+    progress("done")
     return 0
 
 
@@ -118,4 +292,4 @@ def run_speed(entry, argument_order, spec: dict) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:4]))

@@ -1,23 +1,45 @@
-"""The verdict: checks, points and feedback a student can act on, computed in the parent."""
+"""The grade: checks, points and feedback a student can act on, computed in the parent.
+
+One submission is run in a confined child (sandbox.run_child); everything it reports is judged
+here, against the reference, after its whole process tree is dead. The checks:
+
+  correct (public) / (hidden)   each graded run right (verdict.case_verdict: the output matches
+                                AND the student's own kernel produced it); on a GPU, a run in
+                                which memcheck found a bad access is wrong too, public or hidden
+  launch budget / traffic budget   over the runs whose output is right only (a kernel that does
+                                nothing earns nothing); bytes are traced on the simulator, also on
+                                a GPU machine (a second child on the simulator, public cases)
+  grid independent of n         right in the runs whose grid has fewer threads than elements
+  no race under perturbed schedules   simulator: the same inputs must give the same result under
+                                every perturbed schedule (a difference proves a race; a bug every
+                                schedule repeats is not one); GPU: racecheck finds no hazard
+  compiles for sm_90            compile_gate.gate: numba's real compiler (skipped, never lost,
+                                when the toolchain is missing)
+  speed                         GPU only: against the reference, interleaved
+
+counted_checks() says which checks count on this back-end and machine: the maximum is the same
+for every submission and every outcome (a crash, a timeout, a missing file) and in `--list`.
+"""
 
 from __future__ import annotations
 
-import os
-import sys
-import tempfile
+import hashlib
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from ..checks import compare
 from ..core import Exercise
-from ..runtime import ON_GPU, ON_SIMULATOR
+from ..runtime import BACKEND, ON_GPU, ON_SIMULATOR
+from . import compile_gate as gate_module
+from . import sandbox
 from . import speed as speed_check
-from .sandbox import ChildRun, run_child, run_limited
-from .sanitizer import sanitize
-from .verdict import HINTS, case_verdict, hint_text, launch_problem, traffic_problem
+from .sandbox import RUN_TIMEOUT_S, ChildRun, build_cases, describe_case, protections, run_child
+from .sanitizer import find_sanitizer, sanitize
+from .verdict import HINTS, case_verdict, hint_text, launch_problem, same_result, traffic_problem
+
+RACE = "no race under perturbed schedules"
+GATE = "compiles for sm_90"
+
 
 @dataclass
 class TestResult:
@@ -42,9 +64,50 @@ class Grade:
     leaderboard: list[dict[str, Any]] = field(default_factory=list)
     stdout: str = ""
     stderr: str = ""
+    content_hash: str = ""   # sha256 of the graded source: a re-run skips a submission that did not change
+    backend: str = BACKEND
+    protections: list[tuple[str, bool, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # for the instructor: the environment, not the student
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def content_hash(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def counted_checks(ex: Exercise, compile_gate: bool = True, sanitizers: bool = True) -> dict[str, float]:
+    """The points each check of `ex` is worth on this back-end and machine (0: not counted here,
+    the same for everyone). Decided by the machine, never by the submission."""
+    counted: dict[str, float] = {}
+    for name, points in ex.points.items():
+        if name == "speed":
+            on = ON_GPU and ex.speed is not None and ex.kind == "kernel"
+        elif name == GATE:
+            on = compile_gate and ex.kind == "kernel" and gate_module.available()[0]
+        elif name == RACE:
+            on = ON_SIMULATOR or (sanitizers and find_sanitizer() is not None)
+        else:
+            on = True
+        counted[name] = float(points) if on else 0.0
+    return counted
+
+
+def max_score(ex: Exercise, compile_gate: bool = True, sanitizers: bool = True) -> float:
+    return float(sum(counted_checks(ex, compile_gate, sanitizers).values()))
+
+
+def not_counted_reason(name: str, compile_gate: bool = True, sanitizers: bool = True) -> str:
+    if name == "speed":
+        return "speed is measured on a GPU only; not counted here"
+    if name == GATE:
+        return "compile gate turned off; not counted" if not compile_gate else \
+            f"not checked here: {gate_module.available()[1]}; not counted"
+    if name == RACE:
+        return "no perturbed schedules on a GPU, and racecheck cannot run here (" + \
+            ("sanitizers turned off" if not sanitizers else "compute-sanitizer is not installed") + "); not counted"
+    return "not counted here"
 
 
 def _score(name: str, points: float, ok_count: int, total: int, lines: list[str],
@@ -56,172 +119,230 @@ def _score(name: str, points: float, ok_count: int, total: int, lines: list[str]
     return TestResult(name, round(score, 3), points, status, "\n".join(lines) or "all runs correct", visibility)
 
 
-def _compile_gate(ex: Exercise, source: str, timeout_s: float = 120, memory_bytes: int = 4 << 30) -> tuple[str, str]:
-    """Compile the student's kernel for sm_90 with the real compiler (no GPU needed): status, message.
-    The submission's top level runs here too, so it runs like the child: limits, its own directory."""
-    if ex.kind != "kernel":
-        return "skipped", "host functions are compiled when they launch"
-    code = ("import sys, numpy as np\n"
-            "try:\n"
-            "    from cuda.pathfinder import load_nvidia_dynamic_lib\n"
-            "    for lib in ('nvvm', 'nvrtc'):\n"
-            "        load_nvidia_dynamic_lib(lib)\n"
-            "except Exception as e:\n"
-            "    print('NO_TOOLCHAIN', type(e).__name__); sys.exit(0)\n"
-            "from kernels_lab.runtime import cuda\n"
-            "from numba import types\n"
-            "ns = {'cuda': cuda, 'np': np, 'numpy': np, 'math': __import__('math')}\n"
-            "exec(compile(open('submission.py').read(), '<submission>', 'exec'), ns)\n"
-            f"k = ns[{ex.entry!r}]\n"
-            f"sig = {_signature_expr(ex)}\n"
-            "cuda.compile_ptx(k.py_func, sig, cc=(9, 0))\n"
-            "print('compiled')\n")
-    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    with tempfile.TemporaryDirectory(prefix="kl-compile-") as tmp:
-        tmp = Path(tmp)
-        (tmp / "submission.py").write_text(source)
-        code_rc, timed_out, tripped = run_limited([sys.executable, "-c", code], tmp, tmp / "stdout.txt",
-                                                  tmp / "stderr.txt", timeout_s, memory_bytes, env)
-        stdout = (tmp / "stdout.txt").read_text(errors="replace")
-        stderr = (tmp / "stderr.txt").read_text(errors="replace")
-    if timed_out:
-        return "failed", f"compiling for sm_90 did not finish within {timeout_s:g} s"
-    if tripped:
-        return "failed", f"compiling for sm_90 ran out of its {memory_bytes / 2**30:g} GiB memory limit"
-    if "NO_TOOLCHAIN" in stdout:
-        return "skipped", "no NVVM/NVRTC here to compile with (pip install 'kernels-lab[cu13]'); not counted"
-    if code_rc == 0 and "compiled" in stdout:
-        return "passed", "compiles for sm_90 with NVVM"
-    err = stderr.strip().splitlines()
-    return "failed", "numba's real compiler rejects the kernel (the simulator accepts more):\n" + "\n".join(err[-6:])
+class _Hints:
+    """Each hint once, in the words of the first run it was seen in."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, str] = {}
+
+    def add(self, hint, first: bool = False) -> None:
+        if hint is None:
+            return
+        key = hint[0] if isinstance(hint, tuple) else hint
+        if key in self.items:
+            return
+        text = hint_text(hint)
+        self.items = {key: text, **self.items} if first else {**self.items, key: text}
+
+    def texts(self) -> list[str]:
+        return list(self.items.values())
 
 
-def _signature_expr(ex: Exercise) -> str:
-    names = {np.dtype(np.float32): "types.float32", np.dtype(np.int32): "types.int32"}
-    size = ex.cases[0].size
-    inputs = ex.spec.make_inputs(size, np.random.default_rng(0))
-    outs = ex.spec.output_specs(size)
-    parts = []
-    for arg in ex.arguments(size):
-        v = outs[arg][1] if arg in outs else inputs[arg]
-        dtype = np.dtype(v if arg in outs else getattr(v, "dtype", type(v)))
-        scalar = names[dtype]
-        is_array = arg in outs or isinstance(v, np.ndarray)
-        parts.append(f"types.Array({scalar}, 1, 'C')" if is_array else scalar)
-    return "(" + ", ".join(parts) + ",)"
+def _missing_result(c: dict[str, Any], run: ChildRun, first_missing: bool) -> dict[str, Any]:
+    """What stands for a run the child never finished."""
+    if first_missing:
+        kind = {"timeout": "Timeout", "memory": "MemoryLimit", "flooding": "OutputFlooding"}.get(run.outcome, "Crash")
+        return {"id": c["id"], "outputs": None, "error": {"type": kind, "where": "", "message": run.detail}}
+    return {"id": c["id"], "outputs": None,
+            "error": {"type": "NotRun", "where": "", "message": f"not run: the child was stopped earlier ({run.outcome})"}}
 
 
-def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: float = 120,
+def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: float = RUN_TIMEOUT_S,
           memory_bytes: int = 4 << 30, compile_gate: bool = True, sanitizers: bool = True) -> Grade:
-    """sanitizers: on a GPU, also run the public cases under compute-sanitizer (memcheck, and
-    racecheck for exercises with a race check); each in its own child process."""
+    """Grade one submission. timeout_s: seconds each run may take (a case in one launch configuration
+    and schedule); sanitizers: on a GPU, also run the cases under compute-sanitizer (memcheck, and
+    racecheck for exercises with a race check), each in its own confined child."""
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+    if not memory_bytes > 0:
+        raise ValueError(f"memory_bytes must be > 0, got {memory_bytes}")
+    counted = counted_checks(ex, compile_gate, sanitizers)
     run = run_child(ex, source, timeout_s, memory_bytes, speed=True)
-    tests: list[TestResult] = []
-    if run.outcome != "ok":
-        return _failed_grade(ex, submission, run)
-    leaderboard = []
-    memcheck = sanitize(ex, source, "memcheck") if sanitizers and ON_GPU else None
-    results = {c["id"]: c for c in run.report["cases"]}
+    if not run.imported:
+        return _failed_grade(ex, submission, run, counted, content_hash(source), compile_gate, sanitizers)
+    hints = _Hints()
+    notes: list[str] = []
+    results = {c["id"]: c for c in run.report["cases"] if isinstance(c, dict)}
+    missing = [c for c in run.cases if c["id"] not in results]
+    for k, c in enumerate(missing):
+        results[c["id"]] = _missing_result(c, run, k == 0)
+    driver = next((r["error"] for r in results.values() if (r.get("error") or {}).get("type") == "CudaSupportError"),
+                  None)
+    if driver is not None:  # CUDA could not start in the child: the machine's fault, never the student's
+        return failed_grade(ex, submission, "grader_error",
+                            f"the CUDA driver could not start in the grader's child ({driver.get('message', '')[:300]}); "
+                            f"not the submission's doing (instructors: `kernels-lab doctor`; {sandbox.SANDBOX_ENV}=off "
+                            f"turns the sandbox's namespaces and Landlock off)", seconds=run.seconds,
+                            stdout=run.stdout, stderr=run.stderr, source_hash=content_hash(source),
+                            compile_gate=compile_gate, sanitizers=sanitizers)
     verdicts = {c["id"]: case_verdict(ex, c, results[c["id"]]) for c in run.cases}
-    plain = [c for c in run.cases if c["perturb_seed"] is None and not c["case"].probe]
-    hints: list[str] = []
+    plain = [c for c in run.cases if c["role"] == "plain"]
+
+    memcheck = sanitize(ex, source, "memcheck", timeout_s, max(memory_bytes, 8 << 30)) \
+        if sanitizers and ON_GPU and find_sanitizer() else None
+    if memcheck is not None and memcheck.status == "errors":
+        for c in plain:
+            n = memcheck.by_case.get(c["id"], 0) + memcheck.unattributed
+            if n:
+                first = memcheck.first.get(c["id"]) or memcheck.report.splitlines()[0] if memcheck.report else ""
+                verdicts[c["id"]] = {"ok": False, "kind": "error", "hint": ("bounds", {"where": describe_case(c)}),
+                                     "why": f"{describe_case(c)}: memcheck (compute-sanitizer) found {n} bad memory "
+                                            f"access(es): {first}"}
+    elif memcheck is not None and memcheck.status == "failed":
+        notes.append(f"memcheck could not run: {memcheck.report}")
+
+    # the symmetric probe: said only when the probe passes and its twin (same size and config) fails
+    for twin in (c for c in run.cases if c["role"] == "twin"):
+        if verdicts[twin["of"]]["ok"] and not verdicts[twin["id"]]["ok"]:
+            hints.add(("symmetric", {"where": describe_case(twin)}), first=True)
+            break
 
     def group(hidden: bool):
         chosen = [c for c in plain if c["case"].hidden == hidden]
         bad = [verdicts[c["id"]] for c in chosen if not verdicts[c["id"]]["ok"]]
         for v in bad:
-            if (h := hint_text(v.get("hint"))) and h not in hints:
-                hints.append(h)
-        lines = [v["why"] for v in bad[:3]] + ([f"... and {len(bad) - 3} more"] if len(bad) > 3 else [])
+            hints.add(v.get("hint"))
+        whys = list(dict.fromkeys(v["why"] for v in bad))  # a reason every run shares is said once
+        lines = [w + (f" (in all {len(bad)} runs)" if len(whys) == 1 and len(bad) > 1 else "") for w in whys[:3]]
+        lines += [f"... and {len(whys) - 3} more"] if len(whys) > 3 else []
         if hidden:
             lines = [f"{len(bad)} of {len(chosen)} hidden runs wrong"] + lines[:1] if bad else []
         return len(chosen) - len(bad), len(chosen), lines
 
+    tests: list[TestResult] = []
+    leaderboard: list[dict[str, Any]] = []
+    right = [c for c in plain if verdicts[c["id"]]["ok"]]
     for name, points in ex.points.items():
-        if name == "correct (public)":
+        if not counted[name]:
+            tests.append(TestResult(name, 0, 0, "skipped", not_counted_reason(name, compile_gate, sanitizers)))
+        elif name == "correct (public)":
             tests.append(_score(name, points, *group(False)))
-            if memcheck is not None and memcheck.status == "errors":  # on a GPU a stray access may not show
-                hints.insert(0, HINTS["bounds"])
-                tests[-1] = TestResult(name, 0, points, "failed", f"memcheck (compute-sanitizer) found "
-                                       f"{memcheck.errors} bad memory access(es):\n{memcheck.report}")
-            elif memcheck is not None:
+            if memcheck is not None and memcheck.status in ("clean", "failed"):
                 tests[-1].output += f"\nmemcheck (compute-sanitizer): {memcheck.status}" + \
                     ("" if memcheck.status == "clean" else f" ({memcheck.report})")
         elif name == "correct (hidden)":
             ok, total, lines = group(True)
             tests.append(_score(name, points, ok, total, lines, visibility="after_published"))
         elif name == "launch budget":
-            counted = [(c, len(results[c["id"]]["launches"])) for c in plain
-                       if results[c["id"]]["launches"] is not None]
-            over = [(c, n) for c, n in counted if launch_problem(ex, c["case"].size, n)]
+            counted_runs = [(c, len(results[c["id"]]["launches"])) for c in right
+                            if results[c["id"]].get("launches") is not None]
+            over = [(c, n) for c, n in counted_runs if launch_problem(ex, c["case"].size, n)]
             if over:
                 c, n = max(over, key=lambda cn: cn[1])
-                hints.append(HINTS["launches"].format(got=n, budget=ex.launch_budget(c["case"].size)))
-            tests.append(_score(name, points, len(counted) - len(over), len(counted),
+                hints.add(("launches", {"got": n, "budget": ex.launch_budget(c["case"].size),
+                                        "where": describe_case(c)}))
+            tests.append(_score(name, points, len(counted_runs) - len(over), len(counted_runs),
                                 [launch_problem(ex, c["case"].size, n)] if over else []))
         elif name == "traffic budget":
-            if not ON_SIMULATOR:
-                tests.append(TestResult(name, 0, 0, "skipped", "traced on the simulator only; not counted here"))
-                continue
-            rows = [(c, results[c["id"]]["bytes"]) for c in plain
-                    if results[c["id"]]["bytes"] is not None and verdicts[c["id"]]["ok"]]
-            over = [(c, b) for c, b in rows if traffic_problem(ex, c["case"].size, b)]
-            if over:
-                c, b = over[0]
-                hints.append(HINTS["traffic"].format(got=b, budget=ex.byte_budget(c["case"].size)))
-            tests.append(_score(name, points, len(rows) - len(over), len(rows),
-                                [traffic_problem(ex, over[0][0]["case"].size, over[0][1])] if over else []))
+            tests.append(_traffic(ex, source, run, right, results, name, points, hints, timeout_s, memory_bytes))
         elif name == "grid independent of n":
-            big = [c for c in plain if c["config"][0] * c["config"][1] < c["case"].size.elements]
+            big = [c for c in plain if c["config"] and c["config"][0] * c["config"][1] < c["case"].size.elements]
             ok_big = [verdicts[c["id"]]["ok"] for c in big]
+            first_bad = next((c for c, ok in zip(big, ok_big) if not ok), None)
             tests.append(_score(name, points, sum(ok_big), len(ok_big),
-                                [] if all(ok_big) else [f"wrong when the grid ({big[0]['config']}) has fewer threads "
-                                                        f"than elements ({big[0]['case'].size})"]))
-        elif name == "no race under perturbed schedules" and not ON_SIMULATOR:
-            tests.append(_racecheck(ex, source, name, points, sanitizers, hints))
-        elif name == "no race under perturbed schedules":
-            perturbed = [c for c in run.cases if c["perturb_seed"] is not None]
-            bad = [c for c in perturbed if not verdicts[c["id"]]["ok"]]
-            if bad and HINTS["barrier"] not in hints:
-                hints.append(HINTS["barrier"])
-            # all or nothing: one schedule that breaks it proves the race
-            tests.append(_score(name, points, 0 if bad else len(perturbed), len(perturbed),
-                                [f"wrong under {len(bad)} of {len(perturbed)} perturbed schedules; e.g. seed "
-                                 f"{bad[0]['perturb_seed']}: {verdicts[bad[0]['id']]['why']}"] if bad else []))
-        elif name == "compiles for sm_90":
-            if not compile_gate:
-                tests.append(TestResult(name, 0, 0, "skipped", "compile gate turned off"))
-                continue
-            status, msg = _compile_gate(ex, source)
-            tests.append(TestResult(name, points if status == "passed" else 0, points if status != "skipped" else 0,
-                                    status, msg))
+                                [] if first_bad is None else
+                                [f"wrong when the grid ({first_bad['config']}) has fewer threads than elements "
+                                 f"({first_bad['case'].size})"]))
+        elif name == RACE and not ON_SIMULATOR:
+            tests.append(_racecheck(ex, source, name, points, hints, timeout_s))
+        elif name == RACE:
+            tests.append(_races(ex, run, results, verdicts, name, points, hints))
+        elif name == GATE:
+            g = gate_module.gate(ex, source, max(timeout_s, 60.0), memory_bytes)
+            if g.environment:
+                notes.append(f"compile gate: {g.message}")
+                tests.append(TestResult(name, points, points, "skipped", g.message))
+            else:
+                tests.append(TestResult(name, points if g.status == "passed" else 0, points, g.status, g.message))
         elif name == "speed":
             result, entry = _speed(ex, run, name, points)
             tests.append(result)
             leaderboard += entry
         else:
             raise KeyError(f"exercise {ex.name}: no check named {name!r}")
-    probes = [c for c in run.cases if c["case"].probe]
-    if probes and any(verdicts[c["id"]]["ok"] for c in probes) and any(not verdicts[c["id"]]["ok"] for c in plain):
-        hints.insert(0, HINTS["symmetric"])
     score = sum(t.score for t in tests)
-    max_score = sum(t.max_score for t in tests)
-    summary = f"{score:g} / {max_score:g}" + ("" if not hints else "\nhints:\n" + "\n".join(f"- {h}" for h in hints))
-    return Grade(ex.name, submission, round(score, 3), max_score, "graded", summary, tests, run.seconds,
-                 [{"name": "score", "value": round(score, 3)}, *leaderboard], run.stdout, run.stderr)
+    total = float(sum(t.max_score for t in tests))
+    head = f"{score:g} / {total:g}"
+    if run.outcome != "ok":
+        head += f"\n{run.outcome}: {run.detail}"
+    elif run.detail:
+        head += f"\nnote: {run.detail}"
+    texts = hints.texts()
+    summary = head + ("" if not texts else "\nhints:\n" + "\n".join(f"- {h}" for h in texts))
+    return Grade(ex.name, submission, round(score, 3), total, "graded" if run.outcome == "ok" else run.outcome,
+                 summary, tests, run.seconds, [{"name": "score", "value": round(score, 3)}, *leaderboard],
+                 run.stdout, run.stderr, content_hash(source), BACKEND, protections(), notes)
 
 
-def _racecheck(ex: Exercise, source: str, name: str, points: float, sanitizers: bool, hints: list[str]) -> TestResult:
+def _races(ex: Exercise, run: ChildRun, results: dict, verdicts: dict, name: str, points: float,
+           hints: _Hints) -> TestResult:
+    """Simulator: a race is the SAME inputs giving DIFFERENT results under different schedules."""
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for c in run.cases:
+        if c["role"] == "perturbed":
+            groups.setdefault(c["of"], []).append(c)
+    by_id = {c["id"]: c for c in run.cases}
+    divergent = []
+    for plain_id, perturbed in groups.items():
+        base = results[plain_id]
+        for p in perturbed:
+            if results[p["id"]].get("error", {}) and results[p["id"]]["error"].get("type") in ("NotRun", "Timeout"):
+                continue
+            if not same_result(ex, base, results[p["id"]]):
+                divergent.append((by_id[plain_id], p))
+                break
+    if divergent:
+        plain_c, p = divergent[0]
+        hints.add(("barrier", {"where": describe_case(plain_c)}))
+        a = verdicts[plain_c["id"]]
+        b = verdicts[p["id"]]
+        say = lambda v: "right" if v["ok"] else v["why"].split(": ", 1)[-1]  # noqa: E731
+        return TestResult(name, 0, points, "failed",
+                          f"the same inputs gave different results under different thread schedules in "
+                          f"{len(divergent)} of {len(groups)} case(s); e.g. {describe_case(plain_c)}: the normal "
+                          f"schedule {say(a)}, perturbed schedule seed {p['perturb_seed']} {say(b)}")
+    checked = [pid for pid in groups if verdicts[pid]["ok"]]
+    if not checked:
+        return _score(name, points, 0, 0, [])
+    return TestResult(name, points, points, "passed",
+                      f"the same result under {sum(len(groups[g]) for g in checked)} perturbed schedules")
+
+
+def _traffic(ex: Exercise, source: str, run: ChildRun, right: list, results: dict, name: str, points: float,
+             hints: _Hints, timeout_s: float, memory_bytes: int) -> TestResult:
+    """Bytes over the budget on the runs whose output is right. On a GPU machine the bytes come from a
+    second child on the simulator (public cases, first configuration): the budget counts everywhere."""
+    if ON_SIMULATOR:
+        rows = [(c, results[c["id"]]["bytes"]) for c in right if results[c["id"]].get("bytes") is not None]
+        where = ""
+    else:
+        cases = [c for c in build_cases(ex, public_only=True, perturbed=False, probes=False) if c["config_index"] == 0]
+        sim = run_child(ex, source, max(timeout_s, 60.0), memory_bytes, backend="sim", cases=cases)
+        if not sim.imported or sim.report is None:
+            return TestResult(name, 0, points, "failed", f"the traffic trace (on the simulator) did not run: "
+                                                         f"{sim.outcome}: {sim.detail}")
+        got = {c["id"]: c for c in sim.report["cases"] if isinstance(c, dict)}
+        rows = [(c, got[c["id"]]["bytes"]) for c in cases if c["id"] in got and got[c["id"]].get("bytes") is not None
+                and case_verdict(ex, c, got[c["id"]])["ok"]]
+        where = " (traced on the simulator)"
+    over = [(c, b) for c, b in rows if traffic_problem(ex, c["case"].size, b)]
+    if over:
+        c, b = over[0]
+        hints.add(("traffic", {"got": b, "budget": ex.byte_budget(c["case"].size), "size": c["case"].size}))
+    lines = [traffic_problem(ex, over[0][0]["case"].size, over[0][1]) + where] if over else []
+    if not over and rows:
+        lines = [f"within the byte budget in {len(rows)} run(s){where}"]
+    return _score(name, points, len(rows) - len(over), len(rows), lines)
+
+
+def _racecheck(ex: Exercise, source: str, name: str, points: float, hints: _Hints, timeout_s: float) -> TestResult:
     """On a GPU: racecheck instead of perturbed schedules (which only the simulator can do)."""
-    found = sanitize(ex, source, "racecheck") if sanitizers else None
-    if found is None or found.status in ("skipped", "failed"):
-        why = found.report if found else "sanitizers turned off"
-        return TestResult(name, 0, 0, "skipped", f"no perturbed schedules on a GPU, and racecheck did not run "
-                                                  f"({why}); not counted")
+    found = sanitize(ex, source, "racecheck", timeout_s)
+    if found.status in ("skipped", "failed"):
+        return TestResult(name, 0, points, "failed", f"racecheck did not complete ({found.report}); no credit for a "
+                                                      f"race check that did not run")
     if found.status == "errors":
-        if HINTS["barrier"] not in hints:
-            hints.append(HINTS["barrier"])
+        hints.add(("barrier", {"where": "racecheck on the public cases"}))
         return TestResult(name, 0, points, "failed", f"racecheck (compute-sanitizer) found {found.errors} "
                                                       f"shared-memory hazard(s):\n{found.report}")
     return TestResult(name, points, points, "passed", "racecheck (compute-sanitizer): no hazards")
@@ -232,8 +353,10 @@ def _speed(ex: Exercise, run: ChildRun, name: str, points: float) -> tuple[TestR
     if not ON_GPU:
         return TestResult(name, 0, 0, "skipped", "speed is measured on a GPU only; not counted here"), []
     data, job = (run.report or {}).get("speed"), run.speed_job
-    if data is None or job is None:
+    if job is None:
         return TestResult(name, 0, 0, "skipped", "this exercise has no speed measurement"), []
+    if data is None:
+        return TestResult(name, 0, points, "failed", f"the speed run did not finish ({run.detail or run.outcome})"), []
     if data["error"]:
         e = data["error"]
         return TestResult(name, 0, points, "failed", f"the speed run failed: {e['type']} {e['where']}: "
@@ -250,18 +373,39 @@ def _speed(ex: Exercise, run: ChildRun, name: str, points: float) -> tuple[TestR
             [{"name": "time vs reference", "value": round(verdict.ratio, 3), "order": "asc"}])
 
 
-def _failed_grade(ex: Exercise, submission: str, run: ChildRun) -> Grade:
-    """A submission that never produced results: every check fails, with the reason."""
-    advice = {"timeout": "Look for a loop whose exit condition never becomes true (a spin on a flag, a while "
-                         "loop without an increment).",
-              "crash": "The process died: a segmentation fault, an abort, os._exit, or output flooding.",
-              "memory": "Allocate only what the exercise needs.",
-              "import_error": "Fix the error above; the grader could not load your code.",
-              "exited": "Do not call sys.exit() or exit() in a submission.",
-              "flooding": "Print less: the grader keeps only the start of the output.",
-              "forged": "The report was not the grader's own."}[run.outcome]
-    text = f"{run.outcome}: {run.detail}\n{advice}"
-    tests = [TestResult(name, 0, pts, "failed", text) for name, pts in ex.points.items()
-             if not (name == "speed" and not ON_GPU)]
-    return Grade(ex.name, submission, 0.0, sum(t.max_score for t in tests), run.outcome, text, tests, run.seconds,
-                 [{"name": "score", "value": 0}], run.stdout, run.stderr)
+_ADVICE = {"timeout": "Look for a loop whose exit condition never becomes true (a spin on a flag, a while "
+                      "loop without an increment).",
+           "crash": "The process died: a segmentation fault, an abort, os._exit, or output flooding.",
+           "memory": "Allocate only what the exercise needs.",
+           "import_error": "Fix the error above; the grader could not load your code.",
+           "exited": "Do not call sys.exit(), exit() or os._exit() in a submission.",
+           "flooding": "Print less: the grader keeps only the start of the output.",
+           "forged": "The report was not the grader's own.",
+           "unreadable": "Submit a .py file or the lesson's .ipynb with its '# EXERCISE:' cells.",
+           "grader_error": "This is the grading machine's problem, not your code's: tell the instructor."}
+
+
+def failed_grade(ex: Exercise, submission: str, outcome: str, detail: str, *, seconds: float = 0.0,
+                 stdout: str = "", stderr: str = "", source_hash: str = "", compile_gate: bool = True,
+                 sanitizers: bool = True) -> Grade:
+    """A submission that produced no graded runs: every counted check fails, with the reason;
+    the maximum is the same as for a graded one."""
+    counted = counted_checks(ex, compile_gate, sanitizers)
+    text = f"{outcome}: {detail}\n{_ADVICE.get(outcome, '')}".rstrip()
+    tests = [TestResult(name, 0, counted[name], "failed", text) if counted[name] else
+             TestResult(name, 0, 0, "skipped", not_counted_reason(name, compile_gate, sanitizers))
+             for name in ex.points]
+    notes = [detail] if outcome == "grader_error" else []
+    return Grade(ex.name, submission, 0.0, float(sum(counted.values())), outcome, text, tests, seconds,
+                 [{"name": "score", "value": 0}], stdout, stderr, source_hash, BACKEND, protections(), notes)
+
+
+def _failed_grade(ex: Exercise, submission: str, run: ChildRun, counted: dict[str, float], source_hash: str,
+                  compile_gate: bool, sanitizers: bool) -> Grade:
+    outcome = run.outcome if run.outcome != "ok" else "crash"
+    return failed_grade(ex, submission, outcome, run.detail or "the submission did not load", seconds=run.seconds,
+                        stdout=run.stdout, stderr=run.stderr, source_hash=source_hash, compile_gate=compile_gate,
+                        sanitizers=sanitizers)
+
+
+__all__ = ["Grade", "TestResult", "HINTS", "grade", "failed_grade", "counted_checks", "max_score", "content_hash"]

@@ -1,4 +1,4 @@
-"""Reports: readable text, JSON, and Gradescope's results.json."""
+"""Reports: readable text, JSON, and Gradescope's results.json (all written atomically)."""
 
 from __future__ import annotations
 
@@ -41,9 +41,21 @@ def crashed_gradescope(message: str) -> dict[str, Any]:
 
 
 def write_json(path: str | Path, doc: dict[str, Any]) -> Path:
+    """Atomically: a temp file in the same folder, flushed to disk, then renamed over `path`
+    (a reader sees the old file or the new one, never half of one)."""
+    import os
+    import tempfile
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(doc, indent=1, default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path

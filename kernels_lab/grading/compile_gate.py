@@ -1,0 +1,257 @@
+"""The compile gate: the student's kernel through numba's real compiler for sm_90, no GPU needed.
+
+The simulator runs a kernel body as Python, so it accepts code no GPU could run (a dict, a
+string, a NumPy call inside a kernel). The gate compiles the kernel with cuda.compile_ptx in a
+confined child (KERNELS_LAB_BACKEND=ptx), with the signature of the exercise's first case.
+
+    available() -> (ok, how or why not)     the probe `kernels-lab doctor` shows and the grader
+                                             uses: NVVM and NVRTC found, and a small kernel that
+                                             calls a plain @cuda.jit(device=True) helper compiles
+    gate(ex, source) -> GateResult          one submission: passed, failed (the compiler rejects
+                                             the kernel), or skipped (the toolchain or a driver
+                                             is missing: the environment's fault, never a lost point)
+
+Device functions: numba compiles a plain (not inline) device function on first call from a kernel
+for "the current device", which asks the CUDA driver for its compute capability even inside
+compile_ptx. Without a driver that was a CudaSupportError blamed on the student; the gate's child
+answers that question with the target (9, 0) instead, so no driver is needed.
+
+    python -m kernels_lab.grading.compile_gate SUBMISSION.py ENTRY SIGNATURE RESULT.json
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..core import Exercise
+
+TARGET_CC = (9, 0)
+COMPILE_S = 180.0   # numba's first compile with NVVM can take a while on a busy machine
+CU13_HINT = "pip install 'kernels-lab[cu13]'"
+_ENV_ERRORS = ("CudaSupportError", "NvvmSupportError", "NvrtcSupportError", "CudaDriverError",
+               "DynamicLibNotFoundError", "CCSupportError")
+
+_PROBE_SOURCE = """
+@cuda.jit(device=True)
+def _twice(v):
+    return v * np.float32(2)
+
+
+@cuda.jit
+def probe_kernel(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = _twice(x[i])
+"""
+_PROBE_SIG = "(types.Array(types.float32, 1, 'C'), types.Array(types.float32, 1, 'C'))"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    status: str          # "passed", "failed", "skipped"
+    message: str
+    environment: bool = False   # skipped because the grader's environment failed, not the student
+
+
+def _libraries() -> tuple[bool, str]:
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+    except ImportError:
+        return False, f"cuda.pathfinder is not installed ({CU13_HINT})"
+    found = []
+    for lib in ("nvvm", "nvrtc"):
+        try:
+            found.append(load_nvidia_dynamic_lib(lib).abs_path)
+        except Exception as e:  # noqa: BLE001  (absent or broken: the gate is skipped, never fatal)
+            return False, f"lib{lib} not found ({type(e).__name__}); {CU13_HINT}"
+    return True, ", ".join(found)
+
+
+@functools.lru_cache(maxsize=1)
+def available() -> tuple[bool, str]:
+    """Can the gate run here? NVVM and NVRTC found, and a kernel calling a plain device function
+    compiles for sm_90 in a confined child (the check the grader makes, on a known-good kernel)."""
+    ok, how = _libraries()
+    if not ok:
+        return False, f"no NVVM/NVRTC to compile with: {how}"
+    result = _run(_PROBE_SOURCE, "probe_kernel", _PROBE_SIG, 60.0, 4 << 30)
+    if result.get("status") == "compiled":
+        return True, f"NVVM and NVRTC found ({how}); a kernel with a device function compiles for sm_90"
+    return False, f"the toolchain is there but a known-good kernel does not compile: {result.get('message', '?')}"
+
+
+def signature_expr(ex: Exercise) -> str:
+    """numba types of the entry's arguments at the exercise's first case, as Python source."""
+    names = {np.dtype(np.float32): "types.float32", np.dtype(np.float64): "types.float64",
+             np.dtype(np.int32): "types.int32", np.dtype(np.int64): "types.int64",
+             np.dtype(np.uint8): "types.uint8", np.dtype(np.int8): "types.int8"}
+    size = ex.cases[0].size
+    inputs = ex.spec.make_inputs(size, np.random.default_rng(0))
+    outs = ex.spec.output_specs(size)
+    parts = []
+    for arg in ex.arguments(size):
+        if arg in outs:
+            shape, dtype = outs[arg]
+            parts.append(f"types.Array({names[np.dtype(dtype)]}, {len(shape)}, 'C')")
+            continue
+        v = inputs[arg]
+        if isinstance(v, np.ndarray):
+            parts.append(f"types.Array({names[v.dtype]}, {v.ndim}, 'C')")
+        else:
+            dtype = np.dtype(getattr(v, "dtype", type(v)))
+            parts.append(names.get(dtype, "types.int64" if dtype.kind in "iu" else "types.float64"))
+    return "(" + ", ".join(parts) + ",)"
+
+
+def _run(source: str, entry: str, sig: str, run_s: float, memory_bytes: int) -> dict:
+    """The gate's child, confined like every child; its JSON result (or why there is none)."""
+    from .sandbox import confine, hand_over, scratch_folder
+    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    with tempfile.TemporaryDirectory(prefix="kl-compile-") as tmp:
+        tmp = Path(tmp)
+        scratch = scratch_folder(tmp)
+        (scratch / "submission.py").write_text(source)
+        hand_over(scratch / "submission.py")
+        result = scratch / "result.json"
+        got = confine([sys.executable, "-m", "kernels_lab.grading.compile_gate", str(scratch / "submission.py"),
+                       entry, sig, str(result)], tmp, env=env, run_s=run_s, address_limit=False,
+                      memory_bytes=memory_bytes, phase_limits={"compile": COMPILE_S},
+                      total_s=COMPILE_S + run_s + 120)
+        try:
+            doc = json.loads(result.read_text()) if result.exists() else None
+        except ValueError:
+            doc = None
+    if isinstance(doc, dict) and doc.get("status") in ("compiled", "rejected", "environment", "load_error"):
+        return {k: str(v)[:4000] for k, v in doc.items()}
+    if got.timed_out:
+        return {"status": "timeout", "message": f"did not finish within {got.status.get('phase_limit', run_s)} s"}
+    if got.memory_tripped:
+        return {"status": "memory", "message": f"ran out of its {memory_bytes / 2**30:g} GiB memory limit"}
+    if got.status.get("warden_error"):
+        return {"status": "environment", "type": "sandbox", "message": got.status["warden_error"]}
+    return {"status": "died", "message": f"the compile process ended without a result "
+                                         f"({got.signal and f'signal {got.signal}' or f'exit code {got.exit_code}'})"
+                                         f": {got.stderr.strip()[-500:]}"}
+
+
+def gate(ex: Exercise, source: str, timeout_s: float = 60.0, memory_bytes: int = 4 << 30) -> GateResult:
+    """Compile the student's kernel for sm_90 (the submission's top level runs here too, confined)."""
+    if ex.kind != "kernel":
+        return GateResult("skipped", "host functions are compiled when they launch")
+    ok, why = available()
+    if not ok:
+        return GateResult("skipped", f"not checked here: {why}; not counted", environment=True)
+    r = _run(source, ex.entry, signature_expr(ex), timeout_s, memory_bytes)
+    status, msg = r.get("status"), r.get("message", "")
+    if status == "compiled":
+        return GateResult("passed", "compiles for sm_90 with NVVM")
+    if status == "environment":
+        return GateResult("skipped", f"not checked: the grader's toolchain failed ({r.get('type', '')}: {msg}). "
+                                     f"This is the grading machine's problem, not your kernel's: the point is given, "
+                                     f"not lost (instructors: `kernels-lab doctor`)", environment=True)
+    if status == "rejected":
+        return GateResult("failed", "numba's real compiler rejects the kernel (the simulator accepts more):\n" + msg)
+    if status == "load_error":
+        return GateResult("failed", f"the submission does not load for compiling: {msg}")
+    if status == "timeout":
+        return GateResult("failed", f"compiling for sm_90 {msg}")
+    if status == "memory":
+        return GateResult("failed", f"compiling for sm_90 {msg}")
+    return GateResult("failed", f"compiling for sm_90 failed: {msg}")
+
+
+# -- the child --------------------------------------------------------------------------------------
+
+def _fake_current_device() -> None:
+    """numba asks the driver for the current device's compute capability when it compiles a plain
+    device function; without a GPU, answer with the target instead."""
+    from numba.cuda import compiler, dispatcher
+
+    class _Target:
+        compute_capability = TARGET_CC
+        id = 0
+
+    for module in (dispatcher, compiler):
+        module.get_current_device = lambda: _Target()
+
+
+def _environmental(e: BaseException) -> bool:
+    names = {t.__name__ for t in type(e).__mro__}
+    text = str(e)
+    return bool(names & set(_ENV_ERRORS)) or "libnvrtc" in text or "libnvvm" in text or \
+        "CUDA driver library cannot be found" in text
+
+
+def _child(path: str, entry: str, sig: str, result_path: str) -> int:
+    import math
+    import traceback
+    import warnings
+
+    warnings.simplefilter("ignore")
+    result: dict = {}
+    step = [0]
+
+    def progress(phase: str) -> None:
+        step[0] += 1
+        with open("progress.json.tmp", "w") as f:
+            json.dump({"phase": phase, "case": None, "step": step[0]}, f)
+        os.replace("progress.json.tmp", "progress.json")
+
+    def save() -> None:
+        with open(result_path + ".tmp", "w") as f:
+            json.dump(result, f)
+        os.replace(result_path + ".tmp", result_path)
+
+    from numba import types
+
+    from kernels_lab.grading.child import SUBMISSION_FILE, _guard_imports
+    from kernels_lab.runtime import cuda
+    _fake_current_device()
+    _guard_imports()
+    source = Path(path).read_text()
+    os.unlink(path)
+    module = __import__("types").ModuleType("submission")
+    module.__dict__.update({"cuda": cuda, "np": np, "numpy": np, "math": math})
+    sys.modules["submission"] = module
+    progress("import")
+    try:
+        exec(compile(source, SUBMISSION_FILE, "exec"), module.__dict__)
+        kernel = module.__dict__[entry]
+        from numba.cuda.dispatcher import CUDADispatcher
+        if not isinstance(kernel, CUDADispatcher):
+            result.update(status="rejected", type="TypeError",
+                          message=f"{entry} is a {type(kernel).__name__} object, not a @cuda.jit kernel")
+            save()
+            return 0
+    except (Exception, SystemExit) as e:  # noqa: BLE001
+        result.update(status="environment" if _environmental(e) else "load_error", type=type(e).__name__,
+                      message=f"{type(e).__name__}: {e}"[:2000])
+        save()
+        return 0
+    progress("compile")
+    try:
+        options = {k: v for k, v in kernel.targetoptions.items() if k in ("fastmath", "launch_bounds", "lineinfo")}
+        cuda.compile_ptx(kernel.py_func, eval(sig, {"types": types}), cc=TARGET_CC, **options)
+        result.update(status="compiled")
+    except Exception as e:  # noqa: BLE001
+        if _environmental(e):
+            result.update(status="environment", type=type(e).__name__, message=str(e)[:2000])
+        else:
+            lines = "".join(traceback.format_exception_only(e)).strip().splitlines()
+            result.update(status="rejected", type=type(e).__name__, message="\n".join(lines[-6:])[:4000])
+    save()
+    progress("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(*sys.argv[1:5]))

@@ -1,0 +1,293 @@
+"""A hostile class: each submission in tests/submissions/adversarial/ gets exactly the verdict it
+deserves, and no hint that is not true. (The GPU run of the same files, under compute-sanitizer, is
+benchmarks/grade_adversarial.sh.)"""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from kernels_lab import cli
+from kernels_lab.grading import compile_gate, report, sandbox
+from kernels_lab.grading.exercises import get_exercise, load_exercise_file
+from kernels_lab.grading.grade import counted_checks, failed_grade, grade, max_score
+
+SUBMISSIONS = Path(__file__).parent / "submissions"
+ADVERSARIAL = SUBMISSIONS / "adversarial"
+MINI_FILE = SUBMISSIONS / "mini_exercises.py"
+MINI = {ex.name: ex for ex in load_exercise_file(MINI_FILE)}
+FALSE_HINTS = ("missing barrier", "symmetric inputs", "grid too small", "missing bounds guard")
+
+
+def _grade(exercise, name, folder=ADVERSARIAL, **kw):
+    kw.setdefault("compile_gate", False)
+    kw.setdefault("timeout_s", 30)
+    ex = MINI.get(exercise) or get_exercise(exercise)
+    return grade(ex, (folder / f"{name}.py").read_text(), name, **kw)
+
+
+def _test(g, name):
+    return next(t for t in g.tests if t.name == name)
+
+
+def _protected(name):
+    return dict((n, on) for n, on, _ in sandbox.protections())[name]
+
+
+def _no_hint(g, *allowed):
+    for h in FALSE_HINTS:
+        if h not in allowed:
+            assert h not in g.summary, g.summary
+
+
+# -- escape -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["sandbox", "subreaper only"])
+def test_a_double_forked_grandchild_dies_before_the_results_are_written(tmp_path, monkeypatch, mode):
+    results = tmp_path / "results.json"
+    monkeypatch.setenv("KL_TEST_TARGETS", str(results))
+    if mode == "subreaper only":  # no namespaces, no Landlock: the warden alone must kill the grandchild
+        monkeypatch.setenv(sandbox.SANDBOX_ENV, "off")
+    code = cli.main(["grade", "fuse_mini", str(ADVERSARIAL / "escape_double_fork.py"), "--exercises", str(MINI_FILE),
+                     "--gradescope", str(results), "--timeout", "30"])
+    assert code == 0
+    time.sleep(1.0)  # the grandchild would write every 0.1 s for 10 s if it were alive
+    doc = json.loads(results.read_text())
+    assert doc["score"] == 8 and "escaped" not in doc["output"]
+
+
+def test_a_submission_cannot_plant_files_in_the_grader_or_numba(tmp_path, monkeypatch):
+    if not _protected("filesystem writes"):
+        pytest.skip("Landlock is not in force on this machine")
+    import kernels_lab
+    import numba
+    monkeypatch.chdir(tmp_path)  # it also writes a relative file: into its own scratch folder, not here
+    g = _grade("fuse_mini", "escape_package_write")
+    assert list(tmp_path.iterdir()) == []
+    planted = [Path(kernels_lab.__file__).parent, Path(kernels_lab.__file__).parent / "grading",
+               Path(numba.__file__).parent]
+    assert not any((p / "planted_by_submission.py").exists() for p in planted)
+    assert "planted: []" in g.stdout and g.score == g.max_score  # denied, not punished
+
+
+def test_a_forged_report_is_rejected_and_never_unpickled():
+    marker = Path("/tmp/kernels_lab_forged_pickle_ran")
+    marker.unlink(missing_ok=True)
+    g = _grade("fuse_mini", "forge_report")
+    assert g.outcome == "forged" and g.score == 0 and not marker.exists()
+
+
+# -- work not done by a kernel ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("exercise,name,why", [
+    ("two_launches_mini", "host_answer", "element(s) of out were written on the host, not by a kernel"),
+    ("two_launches_mini", "host_overwrites_kernel", "element(s) of out were written on the host, not by a kernel"),
+    ("two_launches_mini", "host_no_launch", "run_two launched no kernel of its own"),
+    ("fuse_mini", "reference_importlib", "is a kernel defined in"),
+    ("fuse_mini", "replaced_launch_object", "fused_chain is a _HostKernel object, not a @cuda.jit kernel"),
+])
+def test_work_not_done_by_the_students_kernel_gets_no_credit(exercise, name, why):
+    g = _grade(exercise, name)
+    for check in ("correct (public)", "correct (hidden)", "launch budget", "traffic budget"):
+        assert _test(g, check).score == 0, report.text(g)
+    assert why in _test(g, "correct (public)").output and "no credit" in g.summary
+    assert g.summary.count("the answer must be computed by your own kernel") == 1
+    _no_hint(g)
+
+
+def test_importing_the_reference_is_refused_while_loading():
+    g = _grade("fuse_mini", "reference_import")
+    assert g.outcome == "import_error" and g.score == 0
+    assert "a submission may not import kernels_lab.workloads.elementwise" in g.summary
+
+
+def test_a_replaced_launch_object_of_real_kernels_is_not_the_kernel():
+    # launched like a kernel, but two real kernels behind it: the grader launches the entry itself
+    g = _grade("fuse_mini", "fuse_two_launches", folder=SUBMISSIONS)
+    public = _test(g, "correct (public)")
+    assert public.score == 0 and "fused_chain is a _TwoKernels object, not a @cuda.jit kernel" in public.output
+
+
+@pytest.fixture(scope="module")
+def do_nothing():
+    return _grade("fuse_mini", "do_nothing", compile_gate=True)
+
+
+def test_a_kernel_that_does_nothing_earns_no_budget_points(do_nothing):
+    g = do_nothing
+    assert g.score == 0, report.text(g)
+    assert "no correct run to check this on" in _test(g, "launch budget").output
+    assert g.summary.count("never written") == 1
+    _no_hint(g)
+
+
+# -- true feedback ---------------------------------------------------------------------------------
+
+def test_reading_past_the_end_is_a_bounds_bug_not_a_race():
+    g = _grade("block_sums_mini", "block_sums_past_end")
+    assert "missing bounds guard" in g.summary and "IndexError" in _test(g, "correct (public)").output
+    race = _test(g, "no race under perturbed schedules")
+    assert race.status == "passed" and "the same result under" in race.output  # n=64 is right in every schedule
+    _no_hint(g, "missing bounds guard")
+
+
+def test_a_transposed_index_is_a_deterministic_bug_not_a_race():
+    g = _grade("block_sums_mini", "block_sums_transposed")
+    assert _test(g, "correct (public)").score < 3
+    assert _test(g, "no race under perturbed schedules").status == "passed"
+    _no_hint(g)
+
+
+def test_a_hang_on_one_hidden_size_costs_that_run_only(monkeypatch):
+    t0 = time.monotonic()
+    g = _grade("fuse_mini", "spin_on_hidden", timeout_s=2)
+    assert time.monotonic() - t0 < 25
+    assert g.outcome == "timeout" and _test(g, "correct (public)").status == "passed"
+    hidden = _test(g, "correct (hidden)")
+    assert hidden.score == 0 and "did not finish within 2 s during run 3 of 5 (n=70, config (3, 32))" in hidden.output
+    assert g.max_score == 8
+    _no_hint(g)
+
+
+# -- consistent scores -------------------------------------------------------------------------------
+
+def test_one_maximum_for_every_outcome_and_in_the_list(capsys, do_nothing):
+    ex = MINI["fuse_mini"]
+    here = max_score(ex)  # speed: 0 of 0 on the simulator; the compile gate counts where the toolchain is
+    assert here == sum(counted_checks(ex).values()) == 8 + compile_gate.available()[0]
+    done = do_nothing
+    missing = failed_grade(ex, "gone.py", "unreadable", "no such file")
+    crashed = _grade("fuse_mini", "exit_at_import", compile_gate=True)
+    assert done.max_score == missing.max_score == crashed.max_score == here
+    # an exit while loading is said as such, not as a generic crash
+    assert crashed.outcome == "exited" and "exited (exit code 3) while loading the submission" in crashed.summary
+
+    assert cli.main(["grade", "--list", "--exercises", str(MINI_FILE)]) == 0
+    assert f"fuse_mini         lesson 01  fuse_chain, small ({here:g} points here" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--timeout", "-1"], "--timeout must be a number of seconds > 0, got -1"),
+    (["--timeout", "nan"], "--timeout must be a number of seconds > 0"),
+    (["--memory-gb", "0"], "--memory-gb must be a number of GiB > 0, got 0"),
+    (["--workers", "0"], "--workers must be at least 1"),
+])
+def test_numeric_options_are_checked_with_one_line(argv, message, capsys):
+    assert cli.main(["grade", "fuse_chain", str(SUBMISSIONS / "fuse_correct.py"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_missing_file_exits_nonzero_after_writing_its_zero_grade(tmp_path, capsys):
+    results, book = tmp_path / "results.json", tmp_path / "grades.json"
+    code = cli.main(["grade", "fuse_mini", str(tmp_path / "nope.py"), "--exercises", str(MINI_FILE),
+                     "--gradescope", str(results), "--json", str(book)])
+    assert code == 1
+    assert json.loads(results.read_text())["score"] == 0
+    g = json.loads(book.read_text())["grades"][0]
+    assert g["outcome"] == "unreadable" and g["max_score"] == max_score(MINI["fuse_mini"])
+    assert "nope.py: no such file" in capsys.readouterr().err
+
+
+# -- the environment is not the student's fault -------------------------------------------------------
+
+def test_a_missing_toolchain_skips_the_gate_for_everyone(monkeypatch):
+    monkeypatch.setattr(compile_gate, "available", lambda: (False, "no NVVM/NVRTC to compile with"))
+    ex = MINI["fuse_mini"]
+    assert counted_checks(ex)["compiles for sm_90"] == 0 and max_score(ex) == 8
+    g = failed_grade(ex, "broken.py", "crash", "died")
+    gate = _test(g, "compiles for sm_90")
+    assert gate.status == "skipped" and gate.max_score == 0 and "no NVVM/NVRTC" in gate.output
+    monkeypatch.setattr(compile_gate, "available", lambda: (True, "found"))
+    assert max_score(ex) == 9 == failed_grade(ex, "broken.py", "crash", "died").max_score
+
+
+def test_a_driver_failure_during_the_gate_is_never_a_lost_point(monkeypatch):
+    # the probe says the toolchain is there; then the compile of this submission hits the environment
+    monkeypatch.setattr(compile_gate, "available", lambda: (True, "NVVM and NVRTC found"))
+    monkeypatch.setattr(compile_gate, "_run", lambda *a, **k: {
+        "status": "environment", "type": "CudaSupportError",
+        "message": "Error at driver init: CUDA driver library cannot be found."})
+    g = _grade("fuse_mini", "device_helper", compile_gate=True)
+    gate = _test(g, "compiles for sm_90")
+    assert gate.score == gate.max_score == 1 and gate.status == "skipped"
+    assert "not your kernel's: the point is given, not lost" in gate.output
+    assert g.score == g.max_score == 9 and any("compile gate" in n for n in g.notes)
+
+
+def test_the_gate_classifies_driver_errors_as_the_environments():
+    from numba.cuda.cudadrv.error import CudaSupportError
+    assert compile_gate._environmental(CudaSupportError("Error at driver init: CUDA driver library cannot be found"))
+    assert not compile_gate._environmental(TypeError("cannot determine Numba type of <class 'dict'>"))
+
+
+def test_a_plain_device_function_compiles_without_a_driver():
+    ok, why = compile_gate.available()
+    if not ok:
+        pytest.skip(why)
+    result = compile_gate.gate(MINI["fuse_mini"], (ADVERSARIAL / "device_helper.py").read_text())
+    assert result.status == "passed", result.message
+
+
+def test_the_gate_signature_follows_each_arrays_rank():
+    sig = compile_gate.signature_expr(get_exercise("fused_softmax"))
+    assert sig.count("types.Array(types.float32, 2, 'C')") == 2
+
+
+# -- GPU-only attribution, checked on a sample log ------------------------------------------------------
+
+def test_memcheck_errors_are_charged_to_the_run_whose_array_they_touched():
+    from kernels_lab.grading.sanitizer import attribute
+    log = """========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at fused_chain+0x150 in <submission>:7
+=========     by thread (5,0,0) in block (1,0,0)
+=========     Access at 0x7f0000001004 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f0000000c00 of size 1028 bytes
+========= Invalid __global__ write of size 4 bytes
+=========     by thread (9,0,0) in block (0,0,0)
+=========     Address 0x7f0000009000 is out of bounds
+========= ERROR SUMMARY: 2 errors
+"""
+    by_case, unattributed, first = attribute(log, {3: [(0x7f0000000c00, 1028)], 4: [(0x7f0000002000, 400)]})
+    assert by_case == {3: 1} and unattributed == 1 and "Invalid __global__ read" in first[3]
+
+
+def test_the_sandbox_says_what_protects_this_machine():
+    rows = sandbox.protections()
+    names = [r[0] for r in rows]
+    assert names[:5] == ["process containment", "filesystem writes", "signals and ptrace", "unprivileged user",
+                         "network"]
+    assert all(isinstance(on, bool) and isinstance(how, str) and how for _, on, how in rows)
+    assert dict((n, on) for n, on, _ in rows)["process containment"]
+
+
+def test_a_gpu_machine_still_counts_the_byte_budget_from_a_simulator_trace(monkeypatch):
+    # as on a GPU machine: the graded run has no trace, so a second child on the simulator traces the bytes
+    from kernels_lab.grading import grade as G
+    monkeypatch.setattr(G, "ON_SIMULATOR", False)
+    source = (SUBMISSIONS / "fuse_global_temporary.py").read_text()
+    hints = G._Hints()
+    t = G._traffic(MINI["fuse_mini"], source, None, [], {}, "traffic budget", 1, hints, 30, 3 << 30)
+    assert t.score == 0 and t.max_score == 1 and "(traced on the simulator)" in t.output
+    assert "bytes of global-memory traffic at n=1 where the plan needs" in hints.texts()[0]
+
+
+def test_memcheck_errors_cost_the_runs_they_occur_in_hidden_ones_too(monkeypatch):
+    # as on a GPU machine with compute-sanitizer: memcheck (faked here) ties two errors to the hidden run
+    from kernels_lab.grading import grade as G
+    from kernels_lab.grading.sandbox import build_cases
+    from kernels_lab.grading.sanitizer import SanitizerResult
+    ex = MINI["fuse_mini"]
+    hidden = next(c["id"] for c in build_cases(ex, perturbed=False) if c["case"].hidden and c["role"] == "plain")
+    found = SanitizerResult("errors", 2, "Invalid __global__ read of size 4 bytes", {hidden: 2}, 0,
+                            {hidden: "Invalid __global__ read of size 4 bytes; by thread (6,0,0) in block (2,0,0)"})
+    monkeypatch.setattr(G, "ON_GPU", True)
+    monkeypatch.setattr(G, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
+    monkeypatch.setattr(G, "sanitize", lambda *a, **k: found)
+    g = grade(ex, (SUBMISSIONS / "fuse_correct.py").read_text(), "oob", compile_gate=False)
+    assert _test(g, "correct (public)").status == "passed"
+    hidden_test = _test(g, "correct (hidden)")
+    assert hidden_test.score == 0 and "memcheck (compute-sanitizer) found 2 bad memory access(es)" in hidden_test.output
+    assert g.summary.count("missing bounds guard") == 1 and "(first seen at n=70" in g.summary
