@@ -1,23 +1,41 @@
-"""Helpers the Jupyter lessons call: set-up, the student's own checks, committed GPU results.
+"""Helpers the Jupyter lessons call: set-up, the student's own checks, committed GPU results;
+and the lessons' sources, read for the notebook builder and for the tests.
 
 A student's check runs the same cases and verdicts as the grader (kernels_lab.grading), in
 the notebook's own process (it is the student's own code), and raises AssertionError with
 the feedback when something is wrong, so an unfilled exercise fails its check.
+
+Each lesson is one Jupytext percent script, notebooks/lessons/NN_topic.py (the convention is
+in notebooks/README.md); `read_lesson` parses one, `solution_source(exercise)` returns the
+solution cell of an exercise exactly as the solution notebook holds it (what the grader takes
+from a submitted notebook), so tests grade the lessons' own solutions.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .runtime import ON_GPU, ON_SIMULATOR, device_facts
 
-DATA = Path(__file__).resolve().parents[1] / "figures" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "figures" / "data"
+SOURCES = ROOT / "notebooks" / "lessons"
+MARKER = "# EXERCISE:"  # the grader's marker (grading/submission.py): the cell it takes from a notebook
+
+# numba warns when a grid has fewer blocks than the GPU has SMs; the lessons launch small grids
+# on purpose (one block per tensor, a check's 2 x 64 threads): noise in a lesson's output.
+_LOW_OCCUPANCY = r".*Grid size \d+ will likely result in GPU under-utilization"
 
 
 def setup() -> str:
-    """Say where the lesson runs; make the simulator's barriers faster."""
+    """Say where the lesson runs; make the simulator's barriers faster; silence numba's
+    low-occupancy warning (and only that one)."""
+    warnings.filterwarnings("ignore", message=_LOW_OCCUPANCY)
     if ON_SIMULATOR:
         sys.setswitchinterval(5e-5)
         return ("Running on numba's CUDA simulator: small sizes, launches and bytes are real, "
@@ -74,3 +92,92 @@ def committed(name: str) -> dict[str, Any]:
 
 def live() -> bool:
     return ON_GPU
+
+
+# -- the lessons' sources -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a lesson. kind: "markdown", "code" or "exercise" (then `source` is the
+    solution cell, marker line included, and `stub` the exercise notebook's cell)."""
+
+    kind: str
+    source: str
+    exercise: str | None = None
+    stub: str | None = None
+
+
+class LessonSourceError(ValueError):
+    """A lesson source that breaks the convention (notebooks/README.md): says where and how."""
+
+
+_SOURCE_NAME = re.compile(r"^\d\d_\w+\.py$")
+_EXERCISE_NAME = re.compile(r"^[A-Za-z_]\w*$")
+
+
+def lesson_sources(directory: Path | None = None) -> dict[str, Path]:
+    """{"01_fusion": path of notebooks/lessons/01_fusion.py, ...}, in lesson order."""
+    directory = SOURCES if directory is None else Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: no lesson sources here (they live in a source checkout, "
+                                f"under notebooks/lessons/)")
+    return {p.stem: p for p in sorted(directory.glob("*.py")) if _SOURCE_NAME.match(p.name)}
+
+
+def read_lesson(path: Path | str) -> list[Cell]:
+    """Parse one lesson source (a Jupytext percent script) into cells, stubs paired with their
+    exercise cells."""
+    import jupytext  # the [test] and [lessons] extras
+    path = Path(path)
+    nb = jupytext.read(path, fmt="py:percent")
+    cells: list[Cell] = []
+    stub: str | None = None
+    for i, c in enumerate(nb.cells):
+        tags = set(c.metadata.get("tags", []))
+        where = f"{path.name}, cell {i + 1}"
+        if c.cell_type == "markdown":
+            if stub is not None:
+                raise LessonSourceError(f"{where}: a stub cell must be followed by its exercise cell, not markdown")
+            cells.append(Cell("markdown", c.source))
+        elif c.cell_type != "code":
+            raise LessonSourceError(f"{where}: a {c.cell_type} cell; lessons hold markdown and code cells only")
+        elif "stub" in tags:
+            if stub is not None:
+                raise LessonSourceError(f"{where}: two stub cells in a row; each stub precedes its exercise cell")
+            stub = c.source
+        elif "exercise" in tags:
+            first, _, body = c.source.partition("\n")
+            name = first[len(MARKER):].strip() if first.startswith(MARKER) else ""
+            if not _EXERCISE_NAME.match(name):
+                raise LessonSourceError(f"{where}: an exercise cell starts with '{MARKER} <name>', not {first!r}")
+            if stub is None:
+                raise LessonSourceError(f"{where}: exercise {name!r} has no stub cell before it "
+                                        f"(a code cell tagged stub: what the exercise notebook shows)")
+            cells.append(Cell("exercise", c.source, name, f"{MARKER} {name}\n{stub}"))
+            stub = None
+        else:
+            if stub is not None:
+                raise LessonSourceError(f"{where}: a stub cell must be followed by its exercise cell")
+            if c.source.lstrip().startswith(MARKER):
+                raise LessonSourceError(f"{where}: a cell starting with '{MARKER}' must be tagged exercise")
+            cells.append(Cell("code", c.source))
+    if stub is not None:
+        raise LessonSourceError(f"{path.name}: the last cell is a stub without its exercise cell")
+    return cells
+
+
+def solution_source(exercise: str, directory: Path | None = None) -> str:
+    """The solution of a lessons' exercise, as its solution notebook's `# EXERCISE: <name>` cell
+    holds it (what `kernels-lab grade` takes from a submitted notebook); written once, in
+    notebooks/lessons/."""
+    found = {}
+    for lesson, path in lesson_sources(directory).items():
+        for c in read_lesson(path):
+            if c.kind == "exercise":
+                found.setdefault(c.exercise, []).append((lesson, c.source))
+    if exercise not in found:
+        raise KeyError(f"no lesson has exercise {exercise!r}; the lessons' exercises: {', '.join(sorted(found))}")
+    if len(found[exercise]) > 1:
+        raise LessonSourceError(f"exercise {exercise!r} is in several lessons: "
+                                f"{', '.join(lesson for lesson, _ in found[exercise])}")
+    return found[exercise][0][1]

@@ -1,0 +1,342 @@
+"""The PDL switches of a group of kernels, judged by what PDL promises (lesson 06).
+
+A group of G kernels (workloads/quantize_group.py's members) runs between an EARLIER kernel
+that wrote the group's inputs and a LATER kernel that reads its outputs. Neither is ours, so
+the worst is assumed of both: the earlier kernel may trigger at its start, the later one does
+not wait. Every launch carries the PDL attribute (programmatic stream serialization). Member k
+has three switches, compiled in (quantize_group.make_quantize_kernel), in this order:
+
+    wait      griddepcontrol.wait before it reads anything
+    trigger   griddepcontrol.launch_dependents, right after that wait (if any)
+    order     griddepcontrol.wait once more at its end
+
+What PDL promises (what this module assumes, with one thing more, below):
+  - a kernel launched with the attribute may start once every block of the kernel before it in
+    the stream has triggered or exited (an exit counts as a trigger; a trigger is only a hint:
+    the launch may come later, never earlier);
+  - only griddepcontrol.wait promises that the kernel before has completed and that its writes
+    are visible; starting late is not seeing its writes.
+
+From these, `findings(switches)` builds the order the GPU must keep between the events of one
+run (each member's launch, its first read, its trigger, its end; the earlier kernel's writes
+becoming visible; the later kernel's launch) and reports
+  - "too early": a member that may read the earlier kernel's writes before they are visible,
+    or a tensor the later kernel may read while its member still writes it (a wrong result);
+  - "serial": a boundary where a member cannot start before the member before it has finished
+    (a right result, but the overlap PDL is for is lost).
+One assumption beyond the promises: a later kernel that does not wait reads correctly once every
+block of the member before it has exited without triggering (the project's rule 2; strictly the
+CUDA guide promises visibility only after a wait, so a later kernel one writes oneself should wait).
+
+`check_switches(rule)` is lesson 06's check: the rules above for several G, then one run of the
+group with those switches (plain launches on the simulator, which has no PDL). `check_fastest`
+and `check_grouped` are the lesson's other two checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+Switches = tuple[bool, bool, bool]  # (wait, trigger, order), as quantize_group.pdl_switches returns
+
+EARLIER, LATER = "the earlier kernel", "the later kernel"
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str      # "too early" (a wrong result is possible) or "serial" (right, no overlap)
+    member: int    # the member whose switch is the cause
+    message: str
+
+
+def _name(k: int) -> str:
+    return f"quantize[{k}]"
+
+
+def _names(ks: Sequence[int]) -> str:
+    return ", ".join(map(_name, ks))
+
+
+def _verb(ks: Sequence[int], one: str, many: str | None = None) -> str:
+    """'launches' / 'launch' after one / several members (or the given plural)."""
+    return (one + "es" if one.endswith("h") else one + "s") if len(ks) == 1 and many is None else \
+        (one if len(ks) == 1 else (many or one))
+
+
+def _validate(switches: Any, g: int | None = None) -> list[Switches]:
+    if switches is None or switches is Ellipsis:
+        raise ValueError("got None: return a list with one (wait, trigger, order) tuple per group member")
+    try:
+        rows = list(switches)
+    except TypeError:
+        raise ValueError(f"got {type(switches).__name__}: return a list of (wait, trigger, order) tuples") from None
+    if g is not None and len(rows) != g:
+        raise ValueError(f"{len(rows)} tuples for a group of G = {g}: one (wait, trigger, order) per member")
+    if not rows:
+        raise ValueError("an empty list: a group has at least one member")
+    out = []
+    for k, row in enumerate(rows):
+        try:
+            values = tuple(row)
+        except TypeError:
+            raise ValueError(f"member {k}: {row!r} is not a (wait, trigger, order) tuple") from None
+        if len(values) != 3 or not all(v in (True, False) for v in values):  # 0/1 and numpy bools pass
+            raise ValueError(f"member {k}: {row!r} is not three booleans (wait, trigger, order)")
+        out.append(tuple(bool(v) for v in values))
+    return out
+
+
+def _happens_before(sw: list[Switches]) -> dict[str, set[str]]:
+    """The edges a -> b ("a happens before b") that PDL and the kernels' code guarantee."""
+    g = len(sw)
+    edges: dict[str, set[str]] = {}
+
+    def edge(a: str, b: str) -> None:
+        edges.setdefault(a, set()).add(b)
+
+    for k, (wait, trigger, order) in enumerate(sw):
+        before = "visible" if k == 0 else f"end{k - 1}"   # what this member's waits wait for
+        edge(f"launch{k}", f"read{k}")
+        edge(f"read{k}", f"end{k}")
+        if wait:
+            edge(before, f"read{k}")
+        if order:
+            edge(before, f"end{k}")
+        # the trigger point: right after the start wait, or (no trigger) the member's exit
+        edge(f"read{k}" if trigger else f"end{k}", f"trig{k}")
+        edge(f"trig{k}", f"launch{k + 1}" if k < g - 1 else "later")
+    # nothing links the earlier kernel's writes becoming visible to member 0's launch: it may
+    # trigger at its start, or exit before its writes are visible
+    return edges
+
+
+def _reach(edges: dict[str, set[str]], a: str) -> set[str]:
+    seen, todo = {a}, [a]
+    while todo:
+        for b in edges.get(todo.pop(), ()):
+            if b not in seen:
+                seen.add(b)
+                todo.append(b)
+    return seen
+
+
+def findings(switches: Sequence[Sequence[bool]]) -> list[Finding]:
+    """Everything wrong ("too early") or slow ("serial") about one group's switches."""
+    sw = _validate(switches)
+    g = len(sw)
+    edges = _happens_before(sw)
+    out: list[Finding] = []
+    # 1. reads of the earlier kernel's writes
+    after_visible = _reach(edges, "visible")
+    early = [k for k in range(g) if f"read{k}" not in after_visible]
+    if early:
+        others = [k for k in early if k != 0]
+        out.append(Finding("too early", 0, (
+            f"{_name(0)} does not wait (wait=False): it may start as soon as {EARLIER} triggers or its blocks "
+            f"exit, before that kernel's writes are visible (only griddepcontrol.wait promises them), so it may "
+            f"read tensor 0 too early" + (f"; and {_names(others)} {_verb(others, 'launch')} from its trigger, so "
+                                          f"{_verb(others, 'it', 'they')} may read too early as well" if others else ""))))
+    # 2. the later kernel's reads of the group's outputs
+    reaches_later = {k for k in range(g) if "later" in _reach(edges, f"end{k}")}
+    read_early = [k for k in range(g) if k not in reaches_later]
+    if read_early and sw[-1][1]:
+        running = [k for k in read_early if k != g - 1]
+        out.append(Finding("too early", g - 1, (
+            f"{_name(g - 1)}, the last member, triggers (trigger=True): {LATER}, which does not wait, may launch "
+            f"while it still writes tensor {g - 1}" + (f" (and while {_names(running)} still {_verb(running, 'run')})"
+                                                      if running else "")
+            + ": the last member must not trigger")))
+    elif read_early:
+        for i in range(1, g):
+            wait, _, order = sw[i]
+            if not (wait or order) and sw[i - 1][1] and (i - 1) in read_early:
+                out.append(Finding("too early", i, (
+                    f"{_name(i)} does not wait at its end (order=False): it may finish before {_name(i - 1)}, and then "
+                    f"{LATER}, launched when {_name(g - 1)} ends, may read tensor {i - 1} while {_name(i - 1)} still "
+                    f"writes it (a larger tensor {i - 1} is enough; the H200 runs caught it)")))
+        if not any(f.kind == "too early" and f.member > 0 for f in out):  # never expected: the model above is complete
+            out.append(Finding("too early", read_early[0], f"{LATER} may read tensor(s) {read_early} too early"))
+    # 3. the overlap: can member k start its body before member k-1 has finished?
+    for k in range(1, g):
+        if f"read{k}" in _reach(edges, f"end{k - 1}"):
+            if sw[k][0]:
+                why = (f"{_name(k)} waits at its start (wait=True): it cannot begin until {_name(k - 1)} has finished; "
+                       f"the wait belongs at its end (order=True), where it keeps completions in order and lets the "
+                       f"bodies overlap")
+                cause = k
+            else:
+                why = (f"{_name(k - 1)} does not trigger (trigger=False): {_name(k)} launches only when {_name(k - 1)} "
+                       f"has finished")
+                cause = k - 1
+            out.append(Finding("serial", cause, why + " (right, but no overlap at this boundary)"))
+    return out
+
+
+def group_switches_by_the_rules(g: int) -> list[Switches]:
+    """The project's three rules (the same as quantize_group.pdl_switches(g)): the first member
+    waits before it reads, all but the last trigger, every member after the first waits at its end."""
+    if g < 1:
+        raise ValueError(f"G = {g}: a group needs at least one tensor")
+    return [(k == 0, k < g - 1, k > 0) for k in range(g)]
+
+
+# -- running a group with given switches ------------------------------------------------------
+
+def run_group(switches: Sequence[Switches], sizes: Sequence[int], seed: int = 1) -> str | None:
+    """Earlier kernel -> the group with these switches -> later kernel, once; None when every
+    quantized tensor, scale and checksum is right (quantize_group.check). With PDL where the GPU
+    has it (compute capability >= 9.0), else plain launches (the simulator has no PDL: there the
+    griddepcontrol instructions do nothing, and the run shows the values, not the overlap)."""
+    from .runtime import ON_GPU, cuda
+    from .workloads import quantize_group as qg
+    sw = _validate(switches, len(sizes))
+    group = qg.Group(list(sizes))
+    group.reset(seed)
+    use_pdl = qg.pdl_available()[0]
+    g = group
+    members = [(qg.QUANTIZE[s], 1, (g.data, g.offsets, t, g.q, g.scales, g.stamps, t + 1)) for t, s in enumerate(sw)]
+    consumer = (qg.consumer_kernel, g.g, (g.q, g.offsets, g.scales, g.checksums, g.stamps, g.g + 1, 0))
+    if ON_GPU:
+        from .launch_paths import PreboundLaunch
+        bound = [PreboundLaunch(k, grid, qg.BLOCK, args, 0, programmatic_stream_serialization=use_pdl)
+                 for k, grid, args in (*members, consumer)]
+        qg.producer_kernel[g.producer_grid, qg.BLOCK](g.data, g.seed, g.stamps)
+        for launch in bound:
+            launch()
+    else:
+        qg.producer_kernel[g.producer_grid, qg.BLOCK](g.data, g.seed, g.stamps)
+        for k, grid, args in (*members, consumer):
+            k[grid, qg.BLOCK](*args)
+    cuda.synchronize()
+    out = {"q": g.q.copy_to_host(), "scales": g.scales.copy_to_host(), "checksums": g.checksums.copy_to_host(),
+           "stamps": g.stamps.copy_to_host(), "data": g.data.copy_to_host()}
+    return qg.check(group, out)
+
+
+# -- the lesson's check ------------------------------------------------------------------------
+
+CHECK_GROUPS = (1, 2, 3, 5, 8)
+RUN_SIZES = (300, 20, 90, 7)  # the first member's tensor is the largest: it runs longest
+
+
+def check_switches(rule: Callable[[int], Sequence[Sequence[bool]]] | None, groups: Sequence[int] = CHECK_GROUPS,
+                   run_sizes: Sequence[int] = RUN_SIZES) -> str:
+    """Lesson 06, exercise 1: `rule(g)` returns the (wait, trigger, order) switches of a group of g
+    members. Raises AssertionError naming every member that would read too early or break the
+    overlap; else runs one group with the switches and returns the verdict."""
+    if rule is None:
+        raise AssertionError("define group_switches(g) first")
+    if not callable(rule):
+        raise AssertionError(f"group_switches must be a function of g, not {type(rule).__name__}")
+    failing: dict[int, list[Finding]] = {}
+    for g in groups:
+        try:
+            sw = _validate(rule(g), g)
+        except ValueError as e:
+            raise AssertionError(f"group_switches({g}): {e}") from None
+        except Exception as e:  # noqa: BLE001  (the student's code: say what it raised)
+            raise AssertionError(f"group_switches({g}) raised {type(e).__name__}: {e}") from None
+        if found := findings(sw):
+            failing[g] = found
+    if failing:
+        g = 3 if 3 in failing else next(iter(failing))  # G = 3 has a first, a middle and a last member
+        found = failing[g]
+        wrong = [f.message for f in found if f.kind == "too early"]
+        slow = [f.message for f in found if f.kind == "serial"]
+        lines = ([f"G = {g}: {len(wrong)} way(s) to read too early (a wrong result):"] + wrong[:4] if wrong else []) + \
+                ([f"G = {g}: {len(slow)} boundary(ies) without overlap (right, but slower):"] + slow[:4] if slow else [])
+        more = [str(other) for other in failing if other != g]
+        raise AssertionError("group_switches: " + "\n  ".join(lines)
+                             + (f"\n  (wrong too for G = {', '.join(more)})" if more else ""))
+    from .workloads import quantize_group as qg
+    problem = run_group(rule(len(run_sizes)), run_sizes)
+    how = ("with PDL on this GPU" if qg.pdl_available()[0] else
+           f"with plain launches ({qg.pdl_available()[1]}: griddepcontrol does nothing there, so this run checks the "
+           f"values, not the overlap)")
+    if problem is not None:
+        raise AssertionError(f"group_switches: the rules hold, but a group of {len(run_sizes)} run {how} was wrong: "
+                             f"{problem}")
+    return (f"group_switches: right for G = {', '.join(map(str, groups))}: the first member waits before it reads, "
+            f"the later kernel launches only after every member has ended, and every boundary can overlap; "
+            f"a group of {len(run_sizes)} ran {how}: every tensor right")
+
+
+# -- lesson 06's other checks -------------------------------------------------------------------
+
+CANDIDATES = ("plain", "graph", "graph_pdl", "grouped")
+
+
+def check_fastest(prediction: Any, g: int = 64, data: str = "pdl_h200.json") -> str:
+    """Lesson 06, exercise 2: {"tiny": variant, "large": variant}, the variant of CANDIDATES with
+    the smallest end-to-end time for a group of g, against the committed study. A variant whose
+    interquartile range overlaps the fastest one's counts as fastest too (a tie)."""
+    from .lessons import committed
+    if not isinstance(prediction, dict):
+        raise AssertionError(f"fastest: a dict like {{'tiny': 'plain', 'large': 'plain'}}, not {type(prediction).__name__}")
+    records = [r for r in committed(data)["records"] if r["G"] == g and r["variant"] in CANDIDATES]
+    right, wrong = [], []
+    for cls in ("tiny", "large"):
+        got = prediction.get(cls, Ellipsis)
+        if got is Ellipsis or got is None:
+            raise AssertionError(f"fastest[{cls!r}]: fill in your prediction, one of {', '.join(CANDIDATES)}")
+        if got not in CANDIDATES:
+            raise AssertionError(f"fastest[{cls!r}] = {got!r}: one of {', '.join(CANDIDATES)}")
+        by = {r["variant"]: r for r in records if r["size_class"] == cls}
+        best = min(by.values(), key=lambda r: r["e2e_us"])
+        ties = [v for v in CANDIDATES if by[v]["e2e_us_q1"] <= best["e2e_us_q3"]]
+        table = ", ".join(f"{v} {by[v]['e2e_us']:,.0f} us" for v in CANDIDATES)
+        if got in ties:
+            right.append(f"{cls}: {got}, right (" + (f"a tie: {' and '.join(ties)} within each other's quartiles; "
+                                                     if len(ties) > 1 else "") + table + ")")
+        else:
+            wrong.append(f"{cls}: {got} is not the fastest; where does each variant spend its time at G = {g}: "
+                         f"the host's launches (the ladder), the GPU's boundaries, or the members' own work "
+                         f"(the G = 8 timelines)?")
+    if wrong:
+        raise AssertionError("fastest: " + "\n  ".join(wrong + right))
+    return f"fastest at G = {g} (figures/data/{data}, median end to end):\n  " + "\n  ".join(right)
+
+
+GROUPED_SIZES = (1, 70, 5, 200, 33)  # some longer than the block, one of a single element
+GROUPED_BLOCKS = (32, 64)
+
+
+def check_grouped(kernel: Any, sizes: Sequence[int] = GROUPED_SIZES, blocks: Sequence[int] = GROUPED_BLOCKS) -> str:
+    """Lesson 06, exercise 3: grouped_dequantize(q, offsets, scales, out), one block per tensor,
+    out[i] = q[i] * scales[t] for i in tensor t; launched with G blocks of each of `blocks`
+    threads into an output poisoned with NaN."""
+    import numpy as np
+
+    from .runtime import cuda
+    if kernel is None:
+        raise AssertionError("define grouped_dequantize first")
+    if not hasattr(kernel, "__getitem__"):
+        raise AssertionError("grouped_dequantize must be a @cuda.jit kernel")
+    rng = np.random.default_rng(6)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    q = rng.integers(-127, 128, size=int(offsets[-1])).astype(np.int8)
+    scales = (rng.random(len(sizes)) * 0.05 + 0.01).astype(np.float32)
+    tensor_of = np.repeat(np.arange(len(sizes)), sizes)
+    want = q.astype(np.float64) * scales[tensor_of].astype(np.float64)
+    runs = []
+    for block in blocks:
+        out = cuda.to_device(np.full(q.size, np.nan, np.float32))
+        try:
+            kernel[len(sizes), block](cuda.to_device(q), cuda.to_device(offsets), cuda.to_device(scales), out)
+            got = out.copy_to_host()
+        except Exception as e:  # noqa: BLE001  (the student's kernel: say what it raised)
+            raise AssertionError(f"grouped_dequantize with {len(sizes)} blocks of {block}: {type(e).__name__}: {e}") from None
+        bad = ~np.isclose(got, want, rtol=1e-6, atol=0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            t = int(tensor_of[i])
+            what = "never written" if np.isnan(got[i]) else f"{got[i]:.6g}"
+            hint = (f"; tensor {t} has {sizes[t]} elements and the block {block} threads: does each block loop over "
+                    f"its tensor in steps of cuda.blockDim.x?" if np.isnan(got[i]) and sizes[t] > block else "")
+            raise AssertionError(f"grouped_dequantize with {len(sizes)} blocks of {block}: {int(bad.sum())} of {q.size} "
+                                 f"elements wrong; first out[{i}] (tensor {t}, element {i - offsets[t]}) is {what}, "
+                                 f"expected {want[i]:.6g}{hint}")
+        runs.append(block)
+    return (f"grouped_dequantize: right for {len(sizes)} tensors of {', '.join(map(str, sizes))} elements, with blocks "
+            f"of {' and '.join(map(str, runs))} threads")
