@@ -105,8 +105,8 @@ VERSIONS = (
     Version("v2", "fused", "registered: the row in registers, the layout fused_shape picks for the width"),
     Version("v3", "fused", "a row per warp, 2 rows a block", lambda c: sm.fused_shape(c, threads=32, block=64)),
     Version("v4", "fused", "a row per warp, 8 rows a block", lambda c: sm.fused_shape(c, threads=32, block=256)),
-    Version("v5", "fused", "a block per row, 4 chunks a thread: twice v2's threads per row (v2's layout "
-                           "before the first H200 run)", _block_row(4)),
+    Version("v5", "fused", "a block per row, 8 chunks (32 floats) a thread: fewer threads, more registers",
+            _block_row(8)),
     Version("v6", "fused", "a block per row, 2 chunks a thread: more threads, 32 bytes in flight each", _block_row(2)),
     Version("v7", "fused", "a block per row, 1 chunk a thread: the most threads, 16 bytes in flight each",
             _block_row(1)),

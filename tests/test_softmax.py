@@ -98,7 +98,7 @@ def test_fused_refuses_a_row_that_does_not_fit_and_names_online():
 def test_layouts_by_width():
     warp, block, widest = sm.fused_shape(1024), sm.fused_shape(4096), sm.fused_shape(sm.FUSED_MAX_COLS)
     assert (warp.threads, warp.chunks, warp.rows_per_block, warp.vector) == (32, 8, sm.WARP_ROWS, True)
-    assert (block.threads, block.chunks, block.rows_per_block) == (128, 8, 1)
+    assert (block.threads, block.chunks, block.rows_per_block) == (256, 4, 1)
     assert (widest.threads, widest.chunks) == (1024, 8) and not sm.fused_shape(67).vector
     assert sm.stream_shape(32768).threads == 1024 and sm.stream_shape(67).threads == 32
 

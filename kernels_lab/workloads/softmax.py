@@ -375,17 +375,15 @@ def fused_shape(cols: int, threads: int | None = None, block: int | None = None)
     """The row-in-registers layout for rows of `cols` floats (None: the row does not fit).
 
     Default: a row per warp (WARP_ROWS a block) while 8 chunks a lane cover it (cols <= 1024),
-    else a block per row with 8 chunks (32 floats) a thread: the fewest threads per row, so the
-    most rows resident per SM, and one row's loads overlap another's reductions (H200, 2026-12-03:
-    a block per row of 16384 floats at 4 chunks a thread, one block per SM, reached 1677 GB/s).
-    threads/block pick another layout (the benchmark compares them); chunks then follow from the width.
+    else a block per row with 4 chunks a thread (8 beyond 16384 columns). threads/block pick
+    another layout (the benchmark compares them); chunks then follow from the width.
     """
     units = _chunks_per_row(cols)
     if threads is None:
         if units <= WARP * MAX_CHUNKS:
             threads = WARP
         else:
-            threads = min(MAX_THREADS, max(2 * WARP, _pow2(-(-units // MAX_CHUNKS))))
+            threads = min(MAX_THREADS, max(2 * WARP, _pow2(-(-units // (MAX_CHUNKS // 2)))))
     chunks = _pow2(-(-units // threads))
     if chunks > MAX_CHUNKS or threads > MAX_THREADS:
         return None
