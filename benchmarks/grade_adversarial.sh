@@ -15,6 +15,12 @@ py=${PYTHON:-python3}
 JOBS=${JOBS:-4}
 report="$OUT/grades_adversarial_gpu.txt"
 mini=tests/submissions/mini_exercises.py
+# the correct submissions are the lessons' solutions (written once, in notebooks/lessons/)
+sols=$(mktemp -d)
+$py -c "
+import sys; from pathlib import Path; from kernels_lab.lessons import solution_source
+for name, ex in (('fuse_correct', 'fuse_chain'), ('block_sums_correct', 'block_sums')):
+    (Path(sys.argv[1]) / f'{name}.py').write_text(solution_source(ex))" "$sols"
 escape_target="$OUT/adversarial/escape_results.json"
 
 { echo "# command: ./benchmarks/grade_adversarial.sh; date: $(date -u +%FT%TZ)"
@@ -57,12 +63,12 @@ export -f grade_one lesson_one
 export py mini OUT escape_target
 
 { ls tests/submissions/adversarial/*.py
-  ls tests/submissions/fuse_correct.py tests/submissions/fuse_no_bounds_guard.py tests/submissions/fuse_wrong_index.py \
+  ls $sols/fuse_correct.py tests/submissions/fuse_no_bounds_guard.py tests/submissions/fuse_wrong_index.py \
      tests/submissions/fuse_global_temporary.py tests/submissions/persistent_no_stride.py \
-     tests/submissions/block_sums_no_barrier.py tests/submissions/block_sums_correct.py \
+     tests/submissions/block_sums_no_barrier.py $sols/block_sums_correct.py \
      tests/submissions/two_launches_three_kernels.py tests/submissions/fuse_two_launches.py
 } | xargs -P "$JOBS" -I{} bash -c 'grade_one {}' > "$OUT/adversarial/blocks.txt"
-printf '%s\n' "fuse_chain tests/submissions/fuse_correct.py" "fuse_chain tests/submissions/fuse_no_bounds_guard.py" \
+printf '%s\n' "fuse_chain $sols/fuse_correct.py" "fuse_chain tests/submissions/fuse_no_bounds_guard.py" \
               "block_sums tests/submissions/block_sums_no_barrier.py" \
   | xargs -P "$JOBS" -L1 bash -c 'lesson_one "$0" "$1"' >> "$OUT/adversarial/blocks.txt"
 cat "$OUT/adversarial/blocks.txt" >> "$report"

@@ -87,8 +87,8 @@ def kernel_resources(name: str, size: Size) -> dict[str, Any]:
     found = {"barrier": barrier, "blocks": lay.blocks, "threads": tiling.threads,
              "tiling": dataclasses.asdict(tiling)}
     if compiled:
-        found.update(regs_per_thread=compiled[0].get_regs_per_thread(),
-                     local_bytes_per_thread=compiled[0].get_local_mem_per_thread())
+        found.update(regs_per_thread=compiled[0].regs_per_thread,
+                     local_bytes_per_thread=compiled[0].local_mem_per_thread)
     return found
 
 

@@ -99,6 +99,10 @@ class PreboundLaunch:
         self._launch = driver.cuLaunchKernelEx
         self._success = driver.CUresult.CUDA_SUCCESS
 
+    def launch_attributes(self) -> list[str]:
+        """The names of the launch attributes every call passes to the driver (PDL, cooperative)."""
+        return [self._config.attrs[k].id.name for k in range(self._config.numAttrs)]
+
     @staticmethod
     def _handle(stream):
         from cuda.bindings import driver

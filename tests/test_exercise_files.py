@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernels_lab.grading.exercises import ExerciseFileError, load_exercise_file
-
-SUBMISSIONS = Path(__file__).parent / "submissions"
+from sources import write_submission
 
 MY_EXERCISE = '''
 from kernels_lab import Case, Exercise, get_workload, grid_for
@@ -31,7 +30,7 @@ def test_an_exercise_file_adds_a_gradable_exercise(tmp_path):
     cli = [sys.executable, "-m", "kernels_lab.cli", "grade", "--exercises", str(path)]
     listed = subprocess.run(cli + ["--list"], capture_output=True, text=True, env=env, timeout=120)
     assert listed.returncode == 0 and "fuse_chain_wide" in listed.stdout and "5 points" in listed.stdout
-    graded = subprocess.run(cli + ["fuse_chain_wide", str(SUBMISSIONS / "fuse_correct.py")],
+    graded = subprocess.run(cli + ["fuse_chain_wide", str(write_submission("fuse_correct", tmp_path))],
                             capture_output=True, text=True, env=env, timeout=300)
     assert graded.returncode == 0, graded.stderr
     assert "fuse_chain_wide - fuse_correct.py: 5 / 5" in graded.stdout

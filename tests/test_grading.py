@@ -16,6 +16,7 @@ from kernels_lab.grading import report
 from kernels_lab.grading.exercises import exercises, get_exercise, load_exercise_file
 from kernels_lab.grading.grade import grade
 from kernels_lab.grading.submission import SubmissionError, load_source
+from sources import submission
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 MINI = {ex.name: ex for ex in load_exercise_file(SUBMISSIONS / "mini_exercises.py")}
@@ -25,7 +26,7 @@ def _grade(exercise, name, **kw):
     kw.setdefault("compile_gate", False)
     kw.setdefault("timeout_s", 30)
     ex = MINI.get(exercise) or get_exercise(exercise)
-    return grade(ex, (SUBMISSIONS / f"{name}.py").read_text(), name, **kw)
+    return grade(ex, submission(name), name, **kw)
 
 
 def _test(g, name):
@@ -129,7 +130,7 @@ def test_gradescope_results_have_the_documented_fields(fuse_correct):
 
 
 def test_notebook_submissions_take_only_the_marked_cells(tmp_path):
-    source = (SUBMISSIONS / "fuse_correct.py").read_text()
+    source = submission("fuse_correct")
     nb = {"cells": [{"cell_type": "code", "source": ["x = 1 / 0  # not the student's exercise cell"]},
                     {"cell_type": "code", "source": ["# EXERCISE: fuse_mini\n", source]},
                     {"cell_type": "markdown", "source": ["# EXERCISE: fuse_mini"]}],

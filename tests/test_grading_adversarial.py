@@ -12,6 +12,7 @@ from kernels_lab import cli
 from kernels_lab.grading import compile_gate, report, sandbox
 from kernels_lab.grading.exercises import get_exercise, load_exercise_file
 from kernels_lab.grading.grade import counted_checks, failed_grade, grade, max_score
+from sources import submission, write_submission
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 ADVERSARIAL = SUBMISSIONS / "adversarial"
@@ -173,8 +174,8 @@ def test_one_maximum_for_every_outcome_and_in_the_list(capsys, do_nothing):
     (["--memory-gb", "0"], "--memory-gb must be a number of GiB > 0, got 0"),
     (["--workers", "0"], "--workers must be at least 1"),
 ])
-def test_numeric_options_are_checked_with_one_line(argv, message, capsys):
-    assert cli.main(["grade", "fuse_chain", str(SUBMISSIONS / "fuse_correct.py"), *argv]) == 2
+def test_numeric_options_are_checked_with_one_line(argv, message, capsys, tmp_path):
+    assert cli.main(["grade", "fuse_chain", str(write_submission("fuse_correct", tmp_path)), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
 
@@ -286,7 +287,7 @@ def test_memcheck_errors_cost_the_runs_they_occur_in_hidden_ones_too(monkeypatch
     monkeypatch.setattr(G, "ON_GPU", True)
     monkeypatch.setattr(G, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
     monkeypatch.setattr(G, "sanitize", lambda *a, **k: found)
-    g = grade(ex, (SUBMISSIONS / "fuse_correct.py").read_text(), "oob", compile_gate=False)
+    g = grade(ex, submission("fuse_correct"), "oob", compile_gate=False)
     assert _test(g, "correct (public)").status == "passed"
     hidden_test = _test(g, "correct (hidden)")
     assert hidden_test.score == 0 and "memcheck (compute-sanitizer) found 2 bad memory access(es)" in hidden_test.output

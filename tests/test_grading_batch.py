@@ -13,6 +13,7 @@ import pytest
 
 from kernels_lab import cli
 from kernels_lab.grading.batch import parse_shard, shard
+from sources import submission, write_submission
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 MINI_FILE = SUBMISSIONS / "mini_exercises.py"
@@ -22,7 +23,7 @@ def _class(tmp_path, names=("fuse_correct", "fuse_import_error", "fuse_sys_exit"
     folder = tmp_path / "subs"
     folder.mkdir()
     for name in names:
-        (folder / f"{name}.py").write_text((SUBMISSIONS / f"{name}.py").read_text())
+        write_submission(name, folder)
     return folder
 
 
@@ -51,7 +52,7 @@ def test_sharded_grading_merges_into_one_gradebook_and_reruns_skip_unchanged(tmp
     assert len({r["max_score"] for r in rows}) == 1  # one maximum, whatever the outcome
     # a re-run grades only what changed (the content hash in each submission's JSON)
     capsys.readouterr()
-    (folder / "fuse_sys_exit.py").write_text((SUBMISSIONS / "fuse_correct.py").read_text())
+    (folder / "fuse_sys_exit.py").write_text(submission("fuse_correct"))
     assert cli.main(["grade", "fuse_mini", str(folder), *common]) == 0
     assert "2 unchanged submission(s) not re-graded" in capsys.readouterr().err
     fixed = json.loads((out / "fuse_sys_exit.py.json").read_text())
@@ -71,7 +72,7 @@ def test_the_gradescope_bundle_grades_a_submission_like_gradescope(tmp_path):
     setup = (root / "source" / "setup.sh").read_text()
     assert './kernels-lab-src[cu13]' in setup and "pip install" in setup
     (root / "submission").mkdir()
-    (root / "submission" / "my_kernel.py").write_text((SUBMISSIONS / "fuse_correct.py").read_text())
+    (root / "submission" / "my_kernel.py").write_text(submission("fuse_correct"))
     env = {**os.environ, "KERNELS_LAB_AUTOGRADER_ROOT": str(root), "KERNELS_LAB_PYTHON": sys.executable}
     out = subprocess.run(["bash", str(root / "source" / "run_autograder")], capture_output=True, text=True,
                          env=env, timeout=300)

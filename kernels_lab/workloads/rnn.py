@@ -307,7 +307,11 @@ def bind_graph(inputs, outputs, stream=0):
         return _steps(launches)
     from ..launch_paths import CapturedGraph
     graph = CapturedGraph(lambda builder: [step(builder) for step in launches])
-    return lambda: graph(stream)
+
+    def replay() -> None:
+        graph(stream)
+    replay.launches = launches  # the graph's nodes point into these launches' arrays: keep them alive
+    return replay
 
 
 def limit_per_step(size: Size) -> str | None:
