@@ -725,10 +725,10 @@ def persistent_variant(name: str, barrier: str, tiling: Tiling | None = None, ab
     return Variant(name, "persistent", about, plan, bind, limit=lambda size: persistent_limit(size, tiling))
 
 
-# Which barrier the plain "persistent" variant uses: keep the one benchmarks/rnn_bench.py measures
-# faster on the H200 (not measured yet: grid.sync until then). The other stays as a labelled
-# comparison (persistent_flag, or persistent_gridsync when this says "flag").
-PERSISTENT_BARRIER = "grid"
+# Which barrier the plain "persistent" variant uses: the one benchmarks/rnn_bench.py measured faster
+# on the H200 (figures/data/rnn_h200.json: the flag barrier at batch 1 and 4, both hidden sizes; grid.sync
+# only at hidden 2048, batch 32). The other stays as a labelled comparison (persistent_gridsync here).
+PERSISTENT_BARRIER = "flag"
 
 WORKLOAD = register(Workload(
     name="rnn",
