@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
-# Steps: env tests demo ncu profile ladder consumer polls pdl timeline demos notebooks grade
+# Steps: env tests demo ncu profile ladder consumer polls pdl timeline demos notebooks grade render
+# (render needs no GPU: after copying $OUT's results into figures/data/ as NAME_h200.json, it redraws
+#  every figure in figures/ and rewrites the README's numbers from them)
 set -u
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 KERNELS_LAB_BACKEND=gpu
 OUT=${OUT:-/tmp/kl-out}; mkdir -p "$OUT"
@@ -50,6 +52,8 @@ for step in "$@"; do
       for pair in fuse_chain:fuse_ block_sums:block_sums_ persistent_chain:persistent_ two_launches:two_launches_; do
         $py -m kernels_lab.cli grade ${pair%%:*} tests/submissions/${pair#*:}*.py --timeout 120 --workers 2 2>/dev/null
       done >> "$OUT/grades-gpu.txt"; grep -E "^[a-z_]+ - " "$OUT/grades-gpu.txt" ;;
+    render)
+      KERNELS_LAB_BACKEND=sim $py benchmarks/render_figures.py && KERNELS_LAB_BACKEND=sim $py benchmarks/render_figures.py --check ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -12,11 +12,14 @@ Back-end choice, in order:
                               (cuda.compile_ptx, needs NVVM: the [cu13] extra) but never launch;
   unset / "auto"           -> the GPU when the CUDA driver loads and sees a device,
                               else the simulator (NUMBA_ENABLE_CUDASIM=1 also forces it).
+
+A request that cannot be met is a BackendError at import, naming the fix. The `kernels-lab`
+command is the exception: there the import falls back to the simulator and keeps the message in
+BACKEND_ERROR, which the CLI prints as one line (and `doctor` reports as a problem).
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import sys
@@ -32,26 +35,17 @@ class BackendError(RuntimeError):
 
 def _gpu_visible() -> tuple[bool, str]:
     """Ask the CUDA driver directly (ctypes), so numba is not imported to find out."""
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            lib = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    else:
-        return False, "no CUDA driver library (libcuda) on this machine"
-    if lib.cuInit(0) != 0:
-        return False, "the CUDA driver is present but cuInit failed (no usable GPU)"
-    count = ctypes.c_int(0)
-    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-        return False, "the CUDA driver sees no GPU"
-    return True, f"{count.value} GPU(s) visible"
+    from .capabilities import gpu
+    ok, why = gpu()
+    return ok, why
 
 
 def _choose_backend() -> str:
-    asked = os.environ.get(BACKEND_ENV, "auto").strip().lower() or "auto"
+    raw = os.environ.get(BACKEND_ENV, "auto")
+    asked = raw.strip().lower() or "auto"
     if asked not in ("auto", "gpu", "sim", "simulator", "ptx"):
-        raise BackendError(f"{BACKEND_ENV}={asked!r}: expected gpu, sim, ptx or auto")
+        raise BackendError(f"{BACKEND_ENV}={raw!r} is not a back-end: expected gpu, sim, ptx or auto "
+                           f"(unset it to choose automatically)")
     forced_sim = os.environ.get(_SIM_ENV, "0") not in ("", "0")
     if asked in ("sim", "simulator"):
         return "simulator"
@@ -93,7 +87,22 @@ def _numba_already_imported_with_other_backend(backend: str) -> bool:
     return bool(config.ENABLE_CUDASIM) != (backend == "simulator")
 
 
-BACKEND: str = _choose_backend()
+def _invoked_as_cli() -> bool:
+    """Is this process the kernels-lab command (its console script, or python -m kernels_lab.cli)?
+    Its package is imported before its main() runs, so it could not catch an import error."""
+    if os.path.basename(sys.argv[0] if sys.argv else "") in ("kernels-lab", "kernels-lab.exe"):
+        return True
+    argv = list(getattr(sys, "orig_argv", ()))
+    return any(a == "-m" and b in ("kernels_lab.cli", "kernels_lab") for a, b in zip(argv, argv[1:]))
+
+
+BACKEND_ERROR: str | None = None  # set only in the CLI: the back-end request that could not be met
+try:
+    BACKEND: str = _choose_backend()
+except BackendError as _e:
+    if not _invoked_as_cli():
+        raise
+    BACKEND_ERROR, BACKEND = str(_e), "simulator"  # the CLI reports it; doctor still runs
 if _numba_already_imported_with_other_backend(BACKEND):
     raise BackendError(f"numba.cuda was imported before kernels_lab with the other back-end; "
                        f"import kernels_lab first (or set {_SIM_ENV} consistently)")
@@ -144,6 +153,16 @@ if ON_SIMULATOR:
 # These are the sizes it can run in seconds; demos and lessons shrink to them.
 SIM_PERSISTENT_BLOCKS = 2
 SIM_COOPERATIVE_BLOCKS = 1  # its grid sync is only a block barrier
+SIM_MAX_ELEMENTS = 1 << 18  # past this a simulated run takes minutes: the CLI refuses, saying so
+
+
+def simulator_size_problem(size) -> str | None:
+    """Why `size` (a core.Size) is too large to simulate in reasonable time here, or None."""
+    if not ON_SIMULATOR or size.elements <= SIM_MAX_ELEMENTS:
+        return None
+    return (f"size {size} is {size.elements:,} elements: on the CUDA simulator every GPU thread is a Python "
+            f"thread, so this would run for a very long time; use at most {SIM_MAX_ELEMENTS:,} elements here "
+            f"(or run on a GPU)")
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,7 @@
 import numpy as np
 import pytest
 
-from kernels_lab import all_workloads
-from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile.trace import per_array, tracing
+from kernels_lab.profile.trace import tracing
 from kernels_lab.runtime import ON_SIMULATOR, cuda
 
 pytestmark = pytest.mark.skipif(not ON_SIMULATOR, reason="tracing needs the simulator")
@@ -62,22 +60,4 @@ def test_last_writer_names_block_and_thread():
     assert trace.last_writer[("out", 37)] == ((2, 0, 0), (5, 0, 0))
 
 
-def _all_variants():
-    return [(w.name, v) for w in all_workloads().values() for v in w.variants]
-
-
-@pytest.mark.parametrize("workload,variant", _all_variants())
-def test_traced_bytes_equal_the_plan_for_every_variant(workload, variant):
-    # The check that keeps plans honest: every byte a plan declares, the kernels really move.
-    w = all_workloads()[workload]
-    for n in (1, 7, 517):
-        v = w.variant(variant)
-        launch = v.bind(to_device(w.make_inputs(w.size(n), np.random.default_rng(n))), poisoned(w.output_specs(w.size(n))))
-        with tracing() as trace:
-            launch()
-        plan = v.plan(w.size(n))
-        assert len(trace.launches) == plan.n_launches
-        for traced, planned in zip(trace.launches, plan.launches):
-            assert traced.kernel == planned.kernel
-            assert (traced.bytes_read, traced.bytes_written) == (planned.bytes_read, planned.bytes_written), \
-                f"{variant} n={n} {planned.kernel}: traced {per_array(trace)}"
+# Traced bytes equal to the plan for every variant of every workload: tests/test_workloads.py.

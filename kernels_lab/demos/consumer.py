@@ -11,6 +11,8 @@ from ..profile import plots, results
 from ..runtime import ON_GPU, device_facts
 from . import Demo, committed_results, show_committed
 
+TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size for this demo
+
 
 def narrate(records: list[dict]) -> str:
     one = {(r["mode"], r["payload_bytes"]): r for r in records if r["producers"] == 1}

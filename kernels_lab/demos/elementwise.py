@@ -6,9 +6,31 @@ import argparse
 
 from ..core import get_workload
 from ..profile import plots, results
-from ..profile.measure import measure_workload
-from ..runtime import ON_GPU, device_facts
+from ..profile.measure import bytes_needed, measure_workload
+from ..runtime import ON_GPU, device_facts, free_device_memory, simulator_size_problem
 from . import Demo
+
+TAKES_SIZE = True  # --n / --size choose the problem size (the CLI refuses them for demos without)
+SMALLEST_GPU_N = 1 << 20
+
+
+def sized_for_this_device(workload):
+    """The default size, halved until every variant's inputs, outputs and intermediates fit in the
+    GPU's free memory (with room for the L2 flush buffer): a 16 GiB T4 runs what an H200 runs, smaller.
+    Returns (size, a note saying why it is smaller, or None)."""
+    size = workload.default_size()
+    free = free_device_memory()
+    if free is None:
+        return size, None
+    def need(s):
+        return max(bytes_needed(workload, v, s) for v in workload.variants.values()) + (512 << 20)
+    n = size.n
+    while n > SMALLEST_GPU_N and need(workload.size(n)) > free:
+        n //= 2
+    if n == size.n:
+        return size, None
+    return workload.size(n), (f"this GPU has {free / 2**30:.1f} GiB free: n = 2^{n.bit_length() - 1} "
+                              f"instead of the default 2^{size.n.bit_length() - 1} (pass --n to choose)")
 
 
 def table(records: list[dict]) -> str:
@@ -49,9 +71,17 @@ def narrate(records: list[dict], ceiling: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     workload = get_workload("elementwise")
-    size = workload.chosen_size(args.size, args.n)
+    note = None
+    if args.size or args.n is not None:
+        size = workload.chosen_size(args.size, args.n)
+        if (problem := simulator_size_problem(size)) is not None:
+            raise ValueError(problem)
+    else:
+        size, note = sized_for_this_device(workload)
     n = size.n
     print(f"backend: {device_facts().describe()}")
+    if note:
+        print(note)
     if not ON_GPU:
         print(f"On the CUDA simulator: small size n = {n:,}; timings are not available there, "
               f"launches and bytes are.")

@@ -8,6 +8,8 @@ from ..profile import plots, results
 from ..runtime import ON_GPU, device_facts
 from . import Demo, committed_results, show_committed
 
+TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size for this demo
+
 
 def narrate(rungs: list[dict]) -> str:
     by = {r["path"]: r for r in rungs}

@@ -30,18 +30,16 @@ class MeasurementError(RuntimeError):
 
 
 def progress(items: Sequence[T] | Iterable[T], label: str, total: int | None = None,
-             stream=sys.stderr, name=str) -> Iterator[T]:
-    """A one-line progress indicator on stderr (stdout stays clean for tables and JSON)."""
+             stream=None, name=str) -> Iterator[T]:
+    """tqdm's progress bar over `items` on stderr (stdout stays clean for tables and JSON); in Jupyter,
+    tqdm.auto draws it as a widget. `name(item)` is shown beside the bar for the item in progress."""
+    from tqdm.auto import tqdm
     items = list(items)
-    total = total or len(items)
-    width = 24
-    for i, item in enumerate(items):
-        done = int(width * i / max(total, 1))
-        stream.write(f"\r{label} [{'#' * done}{'.' * (width - done)}] {i}/{total} {name(item)[:40]:<40}")
-        stream.flush()
+    bar = tqdm(items, desc=label, total=total or len(items), file=stream or sys.stderr, leave=True,
+               dynamic_ncols=True, unit="step")
+    for item in bar:
+        bar.set_postfix_str(str(name(item))[:40], refresh=True)
         yield item
-    stream.write(f"\r{label} [{'#' * width}] {total}/{total}{' ' * 42}\n")
-    stream.flush()
 
 
 def bytes_needed(workload: Workload, variant: Variant, size: Size) -> int:

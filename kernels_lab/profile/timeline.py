@@ -61,14 +61,18 @@ def event_timeline() -> Iterator[list[dict[str, Any]]]:
     spans += [{"kernel": k, "start_us": (s - first) * 1e3, "end_us": (e - first) * 1e3} for k, s, e in marks]
 
 
-def variant_timelines(workload, size, variants=None, seed: int = 0) -> list[dict[str, Any]]:
-    """One timeline record per variant: bind, run once to warm up (compile), then run once timed."""
+def variant_timelines(workload, size, variants=None, seed: int = 0,
+                      show_progress: bool = True) -> list[dict[str, Any]]:
+    """One timeline record per variant: bind, run once to warm up (compile), then run once timed.
+    A progress bar on stderr names the variant in progress (the first run of each compiles it)."""
     import numpy as np
 
     from ..arrays import poisoned, to_device
+    from .measure import progress
     inputs = to_device(workload.make_inputs(size, np.random.default_rng(seed)))
     records = []
-    for name in variants or list(workload.variants):
+    names = list(variants or workload.variants)
+    for name in progress(names, f"timeline {workload.name} {size}") if show_progress else names:
         launch = workload.variant(name).bind(inputs, poisoned(workload.output_specs(size)))
         launch()
         with event_timeline() as spans:

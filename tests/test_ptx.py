@@ -1,0 +1,160 @@
+"""Every kernel of every variant of every workload compiles for the GPUs students have: sm_75 (T4),
+sm_80 (A100) and sm_90 (H100/H200), with numba's real compiler and no GPU.
+
+The kernels and their signatures come from real launches: each variant runs here on the simulator
+(at the smallest and the largest of the workload's test sizes, so that kernels specialised on
+the size, 4-byte and 16-byte accesses, are seen in each form), and the launch hook records every kernel's Python function and the
+numba types of the arguments it was really given. A child process on the PTX back-end
+(KERNELS_LAB_BACKEND=ptx) rebuilds each function from its code, module and closure (device
+functions in the closure are rebuilt as device functions) and compiles it with
+kernels_lab.capabilities.compile_ptx for each compute capability, the lowest first: a module-level
+device function is compiled once per process, so the sm_80 and sm_90 kernels link the one lowered
+for sm_75 (what sm_75 has, the later ones have too); the functions rebuilt from a closure are new
+for each compile.
+
+Needs NVVM and NVRTC (pip install 'kernels-lab[cu13]'; CI installs them); skips saying so otherwise.
+PDL's griddepcontrol kernels run only on sm_90 (the variants fall back to plain launches below it);
+they are compiled for sm_90 in tests/test_pdl.py on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import pickle
+import subprocess
+import sys
+import types as pytypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernels_lab import all_workloads, capabilities
+from kernels_lab.arrays import poisoned, to_device
+from kernels_lab.profile.launch_hook import listening
+from kernels_lab.runtime import ON_SIMULATOR
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBS = capabilities.ptx_libraries()
+pytestmark = [
+    pytest.mark.skipif(not ON_SIMULATOR, reason="the kernels are collected by running them on the simulator"),
+    pytest.mark.skipif(not LIBS.available, reason=f"no PTX compiler here: {LIBS.detail}"),
+]
+
+CHILD = r"""
+import json, marshal, pickle, sys, types
+from importlib import import_module
+from kernels_lab.capabilities import compile_ptx
+from kernels_lab.runtime import cuda
+
+def rebuild(d):
+    if d["kind"] == "value":
+        return pickle.loads(d["pickle"])
+    cells = tuple(types.CellType(rebuild(c)) for c in d["closure"])
+    fn = types.FunctionType(marshal.loads(d["code"]), vars(import_module(d["module"])), d["name"],
+                            pickle.loads(d["defaults"]), cells or None)
+    fn.__qualname__ = d["qualname"]
+    if d.get("device"):
+        return cuda.jit(device=True, fastmath=d["fastmath"])(fn)
+    return fn
+
+jobs = pickle.load(open(sys.argv[1], "rb"))
+failed, compiled = [], 0
+for cc in (tuple(int(x) for x in a.split(".")) for a in sys.argv[2:]):
+    for job in jobs:
+        try:
+            compile_ptx(rebuild(job["fn"]), job["sig"], cc, fastmath=job["fn"]["fastmath"])
+            compiled += 1
+        except Exception as e:
+            failed.append({"kernel": f"sm_{cc[0]}{cc[1]}: {job['where']}",
+                           "error": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[-1]}"})
+print(json.dumps({"compiled": compiled, "failed": failed}))
+"""
+
+
+def _describe(fn, fastmath=False, device=False) -> dict:
+    """What the child needs to rebuild `fn`: its code, module, defaults and closure, recursively."""
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+    closure = []
+    for cell in fn.__closure__ or ():
+        v = cell.cell_contents
+        if isinstance(v, FakeCUDAKernel):
+            closure.append(_describe(v.fn, v._fastmath, device=True))
+        elif isinstance(v, pytypes.FunctionType):
+            closure.append(_describe(v))
+        else:
+            closure.append({"kind": "value", "pickle": pickle.dumps(v)})
+    return {"kind": "function", "module": fn.__module__, "name": fn.__name__, "qualname": fn.__qualname__,
+            "code": marshal.dumps(fn.__code__), "defaults": pickle.dumps(fn.__defaults__), "closure": closure,
+            "fastmath": bool(fastmath), "device": device}
+
+
+def _signature(args) -> tuple:
+    from numba import typeof
+    return tuple(typeof(a._ary if hasattr(a, "_ary") else a) for a in args)  # a simulator array wraps a NumPy one
+
+
+def _sizes(w):
+    """The smallest and the largest of the sizes the workload is tested at on the simulator."""
+    tests = w.test_sizes()
+    return list(dict.fromkeys([min(tests, key=lambda s: s.elements), max(tests, key=lambda s: s.elements)]))
+
+
+def collect(w) -> list[dict]:
+    """Every distinct (kernel, signature) the workload's variants launch, from real launches. (A kernel's
+    own fastmath flag is not visible to the launch hook: kernels compile without it, which only makes
+    the math exact; the device functions in their closures keep theirs.)"""
+    jobs: dict = {}
+    for size in _sizes(w):
+        for v in w.variants.values():
+            if v.why_not(size) is not None:
+                continue
+
+            def begin(rec, args, fn, size=size, v=v):
+                desc, sig = _describe(fn), _signature(args)
+                jobs.setdefault(pickle.dumps((desc, sig)),
+                                {"fn": desc, "sig": sig, "where": f"{w.name}/{v.name} at {size}: {fn.__qualname__}"})
+
+            launch = v.bind(to_device(w.make_inputs(size, np.random.default_rng(0))), poisoned(w.output_specs(size)))
+            with listening(begin):
+                launch()
+    return list(jobs.values())
+
+
+@pytest.mark.parametrize("name", sorted(all_workloads()))
+def test_every_kernel_compiles_for_sm75_sm80_sm90(name, tmp_path):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the simulator's PDL fallback warns
+        jobs = collect(all_workloads()[name])
+    assert jobs, f"{name}: no kernel launched"
+    (tmp_path / "jobs.pkl").write_bytes(pickle.dumps(jobs))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["KERNELS_LAB_BACKEND"] = "ptx"
+    ccs = [f"{a}.{b}" for a, b in sorted(capabilities.STUDENT_CCS)]  # lowest first: see the module's docstring
+    out = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "jobs.pkl"), *ccs], capture_output=True,
+                         text=True, env=env, cwd=ROOT, timeout=900)
+    assert out.returncode == 0, f"the compiling child failed: {out.stderr.strip()[-2000:]}"
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["compiled"] + len(report["failed"]) == len(jobs) * len(ccs)
+    assert not report["failed"], "\n".join(f"{f['kernel']}: {f['error']}" for f in report["failed"])
+
+
+def test_compiling_without_a_gpu_patches_what_numba_cuda_0_30_has():
+    # capabilities.compile_ptx answers numba's "which device?" for device functions: the name it
+    # replaces must still be where it was (a numba-cuda upgrade fails here, loudly)
+    code = ("from numba.cuda import dispatcher; import inspect; "
+            "assert 'get_current_device().compute_capability' in inspect.getsource(dispatcher.CUDADispatcher.compile_device); "
+            "assert callable(dispatcher.get_current_device); print('ok')")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["KERNELS_LAB_BACKEND"] = "ptx"
+    out = subprocess.run([sys.executable, "-c", "import kernels_lab; " + code], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_doctor_and_the_probe_agree_that_ptx_compiles_here():
+    probe = capabilities.ptx_compile(probe=True)
+    assert probe.available, probe.detail
