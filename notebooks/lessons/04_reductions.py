@@ -1,0 +1,444 @@
+# %% [markdown]
+# # 04 Reductions: softmax over rows
+#
+# **Goals:** see why a reduction breaks the elementwise fusion of lesson 01 and what it costs in bytes;
+# know how a warp and a block reduce (shuffles, one barrier); subtract the max and know why; write the
+# online (max, sum) rule that saves a pass; write a fused softmax kernel; read the H200 results.
+#
+#     out[r, c] = exp(x[r, c] - m_r) / sum_j exp(x[r, j] - m_r),    m_r = max_j x[r, j]
+#
+# In lesson 01 every output needed one input element. Here every output of a row needs the **whole
+# row's** max and sum first: a row takes three steps in order (max; sum of exps; scale), and the
+# variants differ in where the row waits between them (`kernels_lab/workloads/softmax.py`).
+
+# %%
+import math
+import numpy as np
+from kernels_lab import lessons, get_workload
+from kernels_lab.runtime import cuda, ON_SIMULATOR
+from kernels_lab.workloads import softmax as sm
+print(lessons.setup())
+
+# %% [markdown]
+# ## Bytes per element, from the plans
+# `unfused` is three kernels: a row max; `e = exp(x - max)` and its sum, with `e` written to DRAM; a
+# normalize that reads `e` back. A row-sized array crosses DRAM five times (x twice, e twice, out once),
+# plus the per-row max and sum that every thread of the next kernel reads. A fused kernel keeps the row
+# on chip: x in, out out. `online` keeps nothing but a running (max, sum) and reads x a second time.
+
+# %%
+w = get_workload("softmax")
+big = w.size(rows=65536, cols=1024)          # a shape the H200 benchmark timed
+per_el = big.rows * big.cols
+for v in w.variants.values():
+    plan = v.plan(big)
+    print(f"{v.name:<12} {plan.n_launches} launch(es)  {plan.bytes_total / per_el:7.3f} B/element   {v.about}")
+print("\nunfused, launch by launch:")
+for k in w.variant("unfused").plan(big).launches:
+    print(f"  {k.kernel:<30} reads {k.bytes_read / per_el:6.3f}  writes {k.bytes_written / per_el:6.3f} B/element")
+
+# %% [markdown]
+# ## Why the max is subtracted
+# Mathematically `exp(x - m) / sum exp(x - m)` is the same softmax for any `m`. Numerically it is not:
+# float32's `exp` overflows to inf just above 88.7, and a row of logits near 100 gives inf / inf = NaN.
+# With `m` = the row max every `exp(x - m)` is at most 1.
+
+# %%
+print(f"float32 exp overflows above x = {np.log(np.finfo(np.float32).max):.2f}")
+row = np.float32(100) + np.random.default_rng(0).standard_normal(6, dtype=np.float32)
+with np.errstate(over="ignore", invalid="ignore"):   # the overflow is the point here
+    e = np.exp(row)
+    print("exp(x)           ", e, "  softmax", e / e.sum())
+e = np.exp(row - row.max())
+print("exp(x - max)     ", e, "  softmax", e / e.sum())
+r64 = np.exp(row.astype(np.float64) - row.max())
+print("float64 reference", "  softmax", (r64 / r64.sum()).astype(np.float32))
+
+# %% [markdown]
+# The test inputs (`make_inputs`) put every third row near +100 or -100 on purpose.
+#
+# ## Bytes, counted by the code that runs
+# As in lesson 01: every variant at a tiny size (5 rows of 67 columns: odd, so the last partial chunk of
+# every row is exercised), launches counted and, on the simulator, every global access traced.
+
+# %%
+from kernels_lab.arrays import poisoned, to_device
+from kernels_lab.profile.launch_hook import count_launches
+size = w.size(rows=5, cols=67)
+inputs = w.make_inputs(size, np.random.default_rng(1))
+want = w.reference(inputs)["out"]
+for v in w.variants.values():
+    outputs = poisoned(w.output_specs(size))
+    launch = v.bind(to_device(inputs), outputs)
+    if ON_SIMULATOR:
+        from kernels_lab.profile.trace import tracing
+        with count_launches() as seen, tracing() as trace:
+            launch()
+        traced = f"traced {trace.bytes_total:>6,} B  "
+    else:
+        with count_launches() as seen:
+            launch()
+        traced = ""
+    err = np.abs(outputs["out"].copy_to_host() - want).max()
+    print(f"{v.name:<12} launches {len(seen)}  {traced}plan {v.plan(size).bytes_total:>6,} B   max error {err:.1e}")
+
+# %% [markdown]
+# ## How a warp and a block reduce
+# `cuda.shfl_xor_sync(mask, v, k)` hands each lane of a warp the `v` of lane `lane XOR k`, register to
+# register: no memory, no barrier. Adding what comes back for k = 16, 8, 4, 2, 1 is the **butterfly**:
+# after five steps every one of the 32 lanes holds the warp's total (`warp_sum` in
+# `kernels_lab/reduce.py`). Here it is in NumPy, one array element per lane:
+
+# %%
+lanes = np.arange(32)
+v = lanes.astype(np.float32)          # lane i holds i
+k = 16
+while k:
+    print(f"xor {k:>2}: lane 0 takes lane {0 ^ k:>2}'s value, lane 5 takes lane {5 ^ k:>2}'s")
+    v = v + v[lanes ^ k]
+    k //= 2
+print("every lane holds", sorted(set(v.tolist())), "= 0 + 1 + ... + 31 =", sum(range(32)))
+
+# %% [markdown]
+# A **block** reduction (`block_sum`): each warp reduces with shuffles, lane 0 of each warp writes its
+# result to shared memory, **one** `cuda.syncthreads()`, and every thread combines the blockDim/32 warp
+# results. A shared-memory tree (lesson 03's `block_sums`) needs a barrier per halving step: 7 for 64
+# threads. Max works the same way with `max` in place of `+`.
+#
+# The simulator has no shuffles: there `reduce.py` goes through shared memory (each thread writes its
+# value, a barrier, each thread folds its warp's or block's values). Same results, and the same rule
+# for you: every thread of the block must call a block reduction.
+
+# %%
+from kernels_lab.reduce import warp_sum, block_sum
+
+@cuda.jit
+def sums(x, warp_out, block_out):
+    scratch = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    ws = warp_sum(x[t])
+    bs = block_sum(x[t], scratch)
+    warp_out[t] = ws
+    block_out[t] = bs
+
+
+d_x = cuda.to_device(np.arange(64, dtype=np.float32))
+d_w, d_b = cuda.device_array(64, np.float32), cuda.device_array(64, np.float32)
+sums[1, 64](d_x, d_w, d_b)
+print("warp_sum  at lanes 0, 31, 32, 63:", d_w.copy_to_host()[[0, 31, 32, 63]], "(0+..+31 = 496, 32+..+63 = 1520)")
+print("block_sum at threads 0, 63:      ", d_b.copy_to_host()[[0, 63]], "(0+..+63 = 2016)")
+
+# %% [markdown]
+# ## The online rule: max and sum in one pass
+# Max first, then the sum of `exp(x - max)`: two passes over the row. Milakov & Gimelshein (2018,
+# "Online normalizer calculation for softmax") keep a running pair instead: `m`, the max so far, and
+# `d`, the sum so far of `exp(x - m)`. When `x` arrives,
+#
+#     m' = max(m, x)
+#     d' = d * exp(m - m') + exp(x - m')
+#
+# (the old sum is rescaled to the new max; both exps are at most 1, so nothing overflows). Start from
+# the empty pair `m = -inf, d = 0`. Two partial pairs, say of two halves of a row or two threads'
+# slices, combine the same way; one element `x` is the pair `(x, 1)`.
+#
+# Why it saves a pass: a row too wide to keep on chip needs three reads of x the plain way (max; sum;
+# normalize: 12 + 4 = 16 B/element) but two with the online pair (12 B/element, the `online` variant).
+# Each thread folds its slice of the row into a pair, and the threads' pairs meet in a butterfly of
+# `combine`s (`warp_md`, `block_md` in `reduce.py`).
+#
+# The check below folds rows with your `online_update`, combines the pairs of their two halves with
+# your `combine` (both orders), and compares with float64 NumPy: `m = max(row)`,
+# `d = sum(exp(row - m))`. The rows sit near 0, +-100 and +-1000 (float64's `exp` overflows at 709.8:
+# subtract before you exponentiate).
+
+# %%
+def check_online(online_update, combine, rows=24, seed=4):
+    """Your online_update and combine against float64 NumPy on random rows (see the text above)."""
+    if online_update is None or combine is None:
+        raise AssertionError("define online_update and combine first")
+    rng = np.random.default_rng(seed)
+
+    def pair(call, *args):
+        try:
+            got = call(*args)
+        except (ArithmeticError, ValueError) as e:   # math.exp(1000) raises OverflowError
+            raise AssertionError(f"{call.__name__}{tuple(round(float(a), 3) for a in args)} raised "
+                                 f"{type(e).__name__}: {e} (exponentiate differences from the max)") from None
+        try:
+            m, d = (float(g) for g in got)
+        except (TypeError, ValueError):
+            raise AssertionError(f"{call.__name__} must return the pair (m, d), not {got!r}") from None
+        return m, d
+
+    def close(got, want, what):
+        m, d = got
+        wm, wd = want
+        if not (abs(m - wm) <= 1e-6 * abs(wm) and abs(d - wd) <= 1e-5 * abs(wd)):
+            raise AssertionError(f"{what}: got (m, d) = ({m:.6g}, {d:.6g}), want ({wm:.6g}, {wd:.6g})")
+
+    centres = [0.0, 100.0, -100.0, 1000.0, -1000.0]
+    for i in range(rows):
+        n = 1 + i % 13 if i % 4 else 1 + int(rng.integers(13, 40))
+        x = (centres[i % 5] + rng.uniform(0.3, 4.0) * rng.standard_normal(n)).astype(np.float32)
+        if i % 6 == 5:
+            x.sort()                                       # ascending: a new max at every step
+        x64 = x.astype(np.float64)
+        folded = []
+        for part in (x64[: n // 2], x64[n // 2:], x64):
+            m, d = -math.inf, 0.0
+            for v in part:
+                m, d = pair(online_update, m, d, float(v))
+            if len(part):
+                close((m, d), (part.max(), np.exp(part - part.max()).sum()),
+                      f"online_update over a row near {centres[i % 5]:+g} ({len(part)} values)")
+            folded.append((m, d))
+        if n >= 2:
+            want = (x64.max(), np.exp(x64 - x64.max()).sum())
+            (m1, d1), (m2, d2) = folded[:2]
+            close(pair(combine, m1, d1, m2, d2), want, f"combine of two halves of a row near {centres[i % 5]:+g}")
+            close(pair(combine, m2, d2, m1, d1), want, f"combine of the halves swapped, row near {centres[i % 5]:+g}")
+    return f"online_softmax: right on {rows} rows (folded, and combined from halves)"
+
+
+# %% [markdown]
+# ### Exercise 1: the online rule
+# Write `online_update(m, d, x)`, the recurrence above, and `combine(m1, d1, m2, d2)`, the pair of the
+# union of two partials (derive it: what must `d1` be multiplied by when the max becomes `max(m1, m2)`?).
+# Plain Python: `math.exp`, `max`.
+
+# %% tags=["stub"]
+def online_update(m, d, x):
+    # YOUR CODE: return the new pair (m, d) after element x
+    pass
+
+
+def combine(m1, d1, m2, d2):
+    # YOUR CODE: return the pair (m, d) of the union of two partials
+    pass
+
+
+# %% tags=["exercise"]
+# EXERCISE: online_softmax
+def online_update(m, d, x):
+    m_new = max(m, x)
+    return m_new, d * math.exp(m - m_new) + math.exp(x - m_new)
+
+
+def combine(m1, d1, m2, d2):
+    m = max(m1, m2)
+    return m, d1 * math.exp(m1 - m) + d2 * math.exp(m2 - m)
+
+
+# %%
+print(check_online(globals().get("online_update"), globals().get("combine")))
+
+# %% [markdown]
+# The GPU kernels use the same `combine` (`md_combine` in `reduce.py`). Here is what `online` does with
+# it across a warp: 32 lanes each fold their strided slice of a row near 100 into a pair, then the
+# butterfly from above, with `combine` in place of `+`:
+
+# %%
+from kernels_lab.reduce import md_combine
+row = (100 + 3 * np.random.default_rng(2).standard_normal(1000)).astype(np.float32).astype(np.float64)
+pairs = [(row[lane::32].max(), np.exp(row[lane::32] - row[lane::32].max()).sum()) for lane in range(32)]
+k = 16
+while k:
+    pairs = [md_combine.py_func(*pairs[lane], *pairs[lane ^ k]) for lane in range(32)]
+    k //= 2
+m, d = pairs[0]
+print(f"after 5 steps every lane holds m = {m:.4f}, d = {d:.4f} (lanes agree: {len(set(pairs)) == 1})")
+print(f"float64 NumPy:                  m = {row.max():.4f}, d = {np.exp(row - row.max()).sum():.4f}")
+
+# %% [markdown]
+# ### Exercise 2: softmax over rows in one kernel
+# Write `softmax_rows(x, out)` for the grader's exercise `fused_softmax`: one block per row
+# (`row = cuda.blockIdx.x`), `cuda.blockDim.x` threads (the check launches 64 and 32), `cols <= 4096`.
+# Read each element of x **once** from global memory (keep the row in a shared array of 4096 floats,
+# 16 KiB), reduce the max and then the sum over the block (a shared-memory tree with a barrier per step,
+# as in lesson 03, is enough), subtract the max, write out. The check runs odd widths (67, 300) into
+# outputs poisoned with NaN, with rows near +-100, against float64; it counts launches (1) and traced
+# bytes (8 per element: a second read of x fails). The declaration:
+
+# %%
+from kernels_lab.grading.exercises import get_exercise
+print(get_exercise("fused_softmax").signature)
+
+# %% tags=["stub"]
+@cuda.jit
+def softmax_rows(x, out):
+    # YOUR CODE: row = cuda.blockIdx.x; each thread takes columns t, t + blockDim.x, ...;
+    # stage the row in cuda.shared.array(4096, np.float32) while taking the max,
+    # block max; exp(x - max) and block sum; out = e / sum
+    pass
+
+
+# %% tags=["exercise"]
+# EXERCISE: fused_softmax
+MAX_COLS = 4096      # the widest row the exercise sends
+MAX_THREADS = 1024   # the largest block
+LOWEST = np.float32(-3.0e38)
+
+
+@cuda.jit
+def softmax_rows(x, out):
+    row_buf = cuda.shared.array(MAX_COLS, np.float32)   # the row, read from global memory once
+    part = cuda.shared.array(MAX_THREADS, np.float32)   # one partial result per thread
+    row = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    cols = x.shape[1]
+
+    m = LOWEST
+    for j in range(t, cols, nt):
+        v = x[row, j]
+        row_buf[j] = v
+        m = max(m, v)
+    part[t] = m
+    cuda.syncthreads()
+    step = nt // 2
+    while step > 0:
+        if t < step:
+            part[t] = max(part[t], part[t + step])
+        cuda.syncthreads()
+        step //= 2
+    m = part[0]
+    cuda.syncthreads()  # everyone has read the max before part is reused
+
+    s = np.float32(0)
+    for j in range(t, cols, nt):
+        e = math.exp(row_buf[j] - m)
+        row_buf[j] = e
+        s += e
+    part[t] = s
+    cuda.syncthreads()
+    step = nt // 2
+    while step > 0:
+        if t < step:
+            part[t] += part[t + step]
+        cuda.syncthreads()
+        step //= 2
+    s = part[0]
+
+    for j in range(t, cols, nt):
+        out[row, j] = row_buf[j] / s
+
+
+# %%
+print(lessons.check("fused_softmax", globals().get("softmax_rows")))
+
+# %% [markdown]
+# Your kernel is the `fused_shared` variant: the same 8 bytes per element as `fused`, but 4 bytes per
+# access from a 64-thread block, and a tree of barriers. `fused` keeps each thread's slice of the row in
+# registers, loads 16 bytes at a time and reduces with shuffles. The H200 tells the difference below.
+#
+# ### Exercise 3: predict
+# At the benchmark's 65536 x 1024, how many times the bytes of `fused` does `unfused` move? Read it off
+# the plans (the table at the top, or `w.variant(name).plan(big).bytes_total`). If both kernels ran at
+# the same GB/s, this would be their time ratio.
+
+# %% tags=["stub"]
+bytes_ratio = ...  # YOUR ANSWER: unfused bytes / fused bytes at 65536 x 1024
+
+# %% tags=["exercise"]
+# EXERCISE: softmax_bytes_ratio
+bytes_ratio = w.variant("unfused").plan(big).bytes_total / w.variant("fused").plan(big).bytes_total
+
+# %%
+print(lessons.expect("unfused / fused bytes", bytes_ratio,
+                     w.variant("unfused").plan(big).bytes_total / w.variant("fused").plan(big).bytes_total, rel=0.03))
+
+# %% [markdown]
+# ## Measured on an H200 (committed results)
+# `benchmarks/softmax_bench.py` timed every variant (and torch.softmax) at five shapes with a cold L2,
+# counting every GB/s as one read and one write of x (8 bytes per element) for everyone. Against
+# torch.softmax (above 1: faster) and against the copy ceiling measured in the same run:
+
+# %%
+res = lessons.committed("softmax_h200.json")
+ceiling = res["meta"]["ceiling_GBs"]
+names = ("unfused", "fused_shared", "fused", "persistent", "online")
+shape = {}
+for r in res["records"]:
+    if r["kind"] == "softmax_shape" and (r["registered"] or r["variant"] == "torch.softmax"):
+        shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["variant"]] = r
+print(f"{res['meta']['device']}, copy ceiling {ceiling:.0f} GB/s")
+for title, field, fmt in (("vs torch.softmax", "vs_torch", "{:12.2f}x"), ("share of the copy ceiling", "of_ceiling", "{:13.0%}")):
+    print(f"\n{title}:\n{'rows x cols':<14}" + "".join(f"{n:>13}" for n in names + ("torch",)))
+    for (rows, cols), got in shape.items():
+        cells = [fmt.format(got[n][field]) if n in got else f"{'-':>13}" for n in names]
+        cells.append(fmt.format(got["torch.softmax"][field]) if field == "of_ceiling" else f"{got['torch.softmax']['GBs']:8.0f} GB/s")
+        print(f"{rows:>6} x {cols:<5}" + "".join(cells))
+
+# %%
+from IPython.display import Image
+Image(filename=str(lessons.DATA.parent / "softmax_h200_vs_torch.png"))
+
+# %% [markdown]
+# Every version the benchmark tried (v2 to v7: `fused` at other layouts; v9 to v12: `online`), in GB/s:
+
+# %%
+Image(filename=str(lessons.DATA.parent / "softmax_h200_versions.png"))
+
+# %% [markdown]
+# Your prediction against the clock: the unfused/fused time ratio at each shape where both ran, next to
+# the bytes ratio of the plans. Where the two differ, the share of the ceiling above says which kernel
+# fell short of streaming at full speed. Nsight Compute counted the DRAM bytes of some runs: how many
+# x-sized arrays really crossed DRAM (plan: unfused 5, online 3, fused 2)? The plans cannot know what
+# L2 (60 MiB) catches: the `e` that `normalize` reads back, the row that `online`'s second pass re-reads
+# (and writes below 1: the last writes still sit in L2 when the kernel ends, as in lesson 01).
+
+# %%
+for (rows, cols), got in shape.items():
+    if "fused" in got and "unfused" in got:
+        print(f"{rows:>6} x {cols:<5}  time ratio {got['unfused']['time_ms'] / got['fused']['time_ms']:5.2f}"
+              f"   bytes ratio {got['unfused']['bytes_model'] / got['fused']['bytes_model']:5.2f}")
+print()
+for (rows, cols), got in shape.items():
+    for n in names:
+        r = got.get(n)
+        if r and r.get("bytes_dram_read") is not None:
+            x_bytes = 4 * rows * cols
+            print(f"{rows:>6} x {cols:<5} {n:<12} DRAM: reads {r['bytes_dram_read'] / x_bytes:4.2f} x-sized arrays, "
+                  f"writes {r['bytes_dram_write'] / x_bytes:4.2f}; plan {r['bytes_model'] / x_bytes:4.2f} in all")
+
+# %% [markdown]
+# ## Where fused stops fitting
+# The sweep keeps 256 MiB of x and widens the rows. `fused` holds a thread's slice of the row in
+# registers: wider rows need more threads per row or more registers a thread, so fewer rows are resident
+# per SM, and past `FUSED_MAX_COLS` (1024 threads x 32 floats) the row does not fit at all: `fused`
+# refuses and names `online`, which holds only its pair and pays the second read of x.
+
+# %%
+sweep = {}
+for r in res["records"]:
+    if r["kind"] == "softmax_sweep":
+        sweep.setdefault(r["size"]["cols"], {})[r["variant"]] = r
+gbs = lambda r: f"{r['GBs']:.0f}" if r else "-"
+print(f"{'cols':>6} {'fused GB/s':>11} {'layout':>9} {'online GB/s':>12} {'torch GB/s':>11}   faster of the two")
+for cols, got in sorted(sweep.items()):
+    f, o = got.get("fused"), got.get("online")
+    lay = f"{f['layout']['threads']}x{f['layout']['chunks']}" if f and f.get("layout") else "-"
+    faster = "online" if o and (not f or o["time_ms"] < f["time_ms"]) else "fused"
+    print(f"{cols:>6} {gbs(f):>11} {lay:>9} {gbs(o):>12} {gbs(got.get('torch.softmax')):>11}   {faster}")
+widest = max(c for c, got in sweep.items() if "fused" in got)
+ahead = [c for c, got in sorted(sweep.items())
+         if "online" in got and ("fused" not in got or got["online"]["time_ms"] < got["fused"]["time_ms"])]
+from_on = min((c for c in ahead if all(cc in ahead for cc in sweep if cc >= c)), default=None)
+print(f"\nfused's widest row here: {widest} columns (FUSED_MAX_COLS = {sm.FUSED_MAX_COLS}); wider rows: online only")
+print(f"online is faster than fused at every width from {from_on} columns on" if from_on else "fused is never behind")
+print("(layout: threads per row x 4-float chunks a thread)")
+
+# %%
+Image(filename=str(lessons.DATA.parent / "softmax_h200_cols.png"))
+
+# %% [markdown]
+# ## Summary
+# - A reduction makes every output of a row wait for the whole row: unfused, the row crosses DRAM five
+#   times (20 B/element); fused, twice (8); online, three times by the plan (12), fewer when L2 still
+#   holds the row for the second read.
+# - A warp reduces with five `shfl_xor` steps and no memory; a block adds one barrier and a shared array
+#   of one value per warp.
+# - Subtract the row max: float32 `exp` overflows above 88.7, and `exp(x - max) <= 1` never does.
+# - The online pair (m, d) and its `combine` give max and sum in one pass, and combine across threads.
+# - On the H200 the fused kernel's time follows its bytes where it streams near the copy ceiling; where
+#   the row is too wide for registers, the online kernel takes over (the tables above say from where).
