@@ -55,7 +55,7 @@ def test_a_double_forked_grandchild_dies_before_the_results_are_written(tmp_path
     assert code == 0
     time.sleep(1.0)  # the grandchild would write every 0.1 s for 10 s if it were alive
     doc = json.loads(results.read_text())
-    assert doc["score"] == 8 and "escaped" not in doc["output"]
+    assert doc["score"] == sum(test["max_score"] for test in doc["tests"]) > 0 and "escaped" not in doc["output"]
 
 
 def test_a_submission_cannot_plant_files_in_the_grader_or_numba(tmp_path, monkeypatch):
@@ -147,7 +147,7 @@ def test_a_hang_on_one_hidden_size_costs_that_run_only(monkeypatch):
     assert g.outcome == "timeout" and _test(g, "correct (public)").status == "passed"
     hidden = _test(g, "correct (hidden)")
     assert hidden.score == 0 and "did not finish within 2 s during run 3 of 5 (n=70, config (3, 32))" in hidden.output
-    assert g.max_score == 8
+    assert g.max_score == max_score(MINI["fuse_mini"], compile_gate=False)
     _no_hint(g)
 
 

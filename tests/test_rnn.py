@@ -3,12 +3,7 @@ variant against float64 at the odd test sizes, traced bytes equal to the plan): 
 kernel's GPU-shaped tilings, its limit and its barrier bound, argument checks, the exercise, and a
 PTX compile for sm_90 where NVVM is installed."""
 
-import os
-import subprocess
-import sys
-import textwrap
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +12,9 @@ from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.core import get_workload
 from kernels_lab.runtime import ON_GPU, cuda, host_view
 from kernels_lab.workloads import rnn
+from sources import submission
 
 W = get_workload("rnn")
-SUBMISSIONS = Path(__file__).parent / "submissions"
 
 
 @pytest.fixture(autouse=True)
@@ -109,7 +104,7 @@ def test_bad_arguments_are_named(variant, change, message):
 def _grade(name):
     from kernels_lab.grading.exercises import get_exercise
     from kernels_lab.grading.grade import grade
-    return grade(get_exercise("rnn_step"), (SUBMISSIONS / f"{name}.py").read_text(), name, compile_gate=False,
+    return grade(get_exercise("rnn_step"), submission(name), name, compile_gate=False,
                  timeout_s=120)
 
 
@@ -123,47 +118,3 @@ def test_a_transposed_weight_index_loses_correctness():
     by = {t.name: t for t in g.tests}
     assert by["correct (public)"].score == 0 and by["launch budget"].status == "passed"
     assert "symmetric inputs would have hidden this" in g.summary
-
-
-_PTX_CHECK = textwrap.dedent("""
-    import re, sys
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-        for lib in ("nvvm", "nvrtc"):
-            load_nvidia_dynamic_lib(lib)
-    except Exception:
-        print("NO_NVVM"); sys.exit(0)
-    from kernels_lab.runtime import cuda
-    from numba import types
-    from numba.cuda import dispatcher
-    class SM90:
-        compute_capability = (9, 0)
-    # numba compiles device functions for the current device's compute capability; with no GPU there
-    # is none, so say sm_90 (compile_ptx itself is told cc=(9, 0) as well)
-    dispatcher.get_current_device = SM90
-    from kernels_lab.workloads import rnn
-    A = lambda nd, ty=types.float32: types.Array(ty, nd, "C")
-    flags = (A(1, types.int32), A(1, types.int32), types.int32)
-    tiling = rnn.TILINGS[rnn.GPU_TILING]
-    lay = rnn.make_layout(2048, 4, tiling, 132)
-    for barrier in rnn.BARRIERS:
-        kernel = rnn.persistent_kernel(lay, barrier)
-        ptx, _ = cuda.compile_ptx(kernel.py_func, (A(2), A(3), A(3)) + flags, cc=(9, 0),
-                                  launch_bounds=(tiling.threads, 1))
-        assert "__local_depot" not in ptx, f"{barrier}: W went to local memory"
-    matvec, step = rnn.step_kernels(3)
-    cuda.compile_ptx(matvec.py_func, (A(2), A(3), A(3), types.int64, A(2)), cc=(9, 0))
-    cuda.compile_ptx(step.py_func, (A(2), A(3), A(3), types.int64), cc=(9, 0))
-    cuda.compile_ptx(rnn.rnn_tanh.py_func, (A(2), A(3), types.int64), cc=(9, 0))
-    print("compiled")
-""")
-
-
-def test_the_gpu_kernels_compile_for_sm_90():
-    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    out = subprocess.run([sys.executable, "-c", _PTX_CHECK], capture_output=True, text=True, env=env, timeout=600,
-                         cwd=Path(__file__).parents[1])
-    if "NO_NVVM" in out.stdout:
-        pytest.skip("no NVVM here")
-    assert out.returncode == 0 and "compiled" in out.stdout, out.stderr[-3000:]

@@ -3,12 +3,7 @@ block, several rows per block, several passes of the streaming loop), rows where
 without the max, the fused limit, argument checks, the reductions in reduce.py, the exercise's
 grading, and where NVVM is, a compile of the GPU kernels for sm_90."""
 
-import os
-import subprocess
-import sys
-import textwrap
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +15,9 @@ from kernels_lab.profile.trace import per_array, tracing
 from kernels_lab.reduce import block_md, warp_max, warp_md, warp_sum
 from kernels_lab.runtime import cuda
 from kernels_lab.workloads import softmax as sm
+from sources import submission
 
 W = get_workload("softmax")
-SUBMISSIONS = Path(__file__).parent / "submissions"
 
 # (variant, rows, cols) beyond the default sizes: 1000 = 250 16-byte vectors (lanes masked off),
 # 1500 a row per block with 16-byte accesses, 1029 a row per block with 4-byte ones
@@ -167,7 +162,7 @@ def grades():
     ex = get_exercise("fused_softmax")
 
     def one(name):
-        return grade(ex, (SUBMISSIONS / f"{name}.py").read_text(), name, compile_gate=False, timeout_s=120)
+        return grade(ex, submission(name), name, compile_gate=False, timeout_s=120)
     with ThreadPoolExecutor(len(names)) as pool:  # each grade waits on its own child process
         return dict(zip(names, pool.map(one, names)))
 
@@ -194,41 +189,3 @@ def test_reading_x_three_times_loses_the_traffic_budget_only(grades):
 
 
 # -- the real compiler ------------------------------------------------------------------------------
-
-_COMPILE = textwrap.dedent("""
-    import sys
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-        for lib in ("nvvm", "nvrtc"):
-            load_nvidia_dynamic_lib(lib)
-    except Exception as e:
-        print("NO_TOOLCHAIN", type(e).__name__); sys.exit(0)
-    import math, numpy as np
-    from numba import types
-    from kernels_lab.runtime import cuda
-    from kernels_lab.workloads import softmax as sm
-    a1, a2, i8 = types.Array(types.float32, 1, "C"), types.Array(types.float32, 2, "C"), types.int64
-    jobs = [(sm.fused_kernel(sm.fused_shape(c)), (a1, a1, i8, i8)) for c in (1000, 2051, 32768)]
-    jobs.append((sm.online_kernel(sm.stream_shape(67)), (a1, a1, i8)))
-    jobs.append((sm.unfused_kernels(sm.stream_shape(4096))[1], (a1, a1, a1, a1, i8)))  # its siblings: the same parts
-    jobs.append((sm.softmax_shared_kernel, (a2, a2)))
-    ns = {"cuda": cuda, "np": np, "math": math}
-    exec(open(sys.argv[1]).read(), ns)
-    jobs.append((ns["softmax_rows"], (a2, a2)))
-    for kernel, sig in jobs:
-        options = {k: v for k, v in kernel.targetoptions.items() if k in ("fastmath", "launch_bounds")}
-        ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0), **options)
-        assert "ld.local" not in ptx, f"{kernel.py_func.__name__}: a local array left registers"
-    print("compiled", len(jobs))
-""")
-
-
-def test_gpu_kernels_compile_for_sm_90():
-    # ~4 s a kernel on 2 cores: one kernel of each kind and layout (warp/block, 16-byte/4-byte, 1024 threads)
-    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    out = subprocess.run([sys.executable, "-c", _COMPILE, str(SUBMISSIONS / "softmax_correct.py")],
-                         capture_output=True, text=True, env=env, timeout=300)
-    if "NO_TOOLCHAIN" in out.stdout:
-        pytest.skip("no NVVM/NVRTC here to compile with (pip install 'kernels-lab[cu13]')")
-    assert out.returncode == 0 and "compiled 7" in out.stdout, out.stderr[-3000:]

@@ -166,8 +166,8 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
     missing = [c for c in run.cases if c["id"] not in results]
     for k, c in enumerate(missing):
         results[c["id"]] = _missing_result(c, run, k == 0)
-    driver = next((r["error"] for r in results.values() if (r.get("error") or {}).get("type") == "CudaSupportError"),
-                  None)
+    driver = next((e for r in results.values() for e in (r.get("error"), r.get("run_error"))
+                   if (e or {}).get("type") == "CudaSupportError"), None)
     if driver is not None:  # CUDA could not start in the child: the machine's fault, never the student's
         return failed_grade(ex, submission, "grader_error",
                             f"the CUDA driver could not start in the grader's child ({driver.get('message', '')[:300]}); "
@@ -175,6 +175,8 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
                             f"turns the sandbox's namespaces and Landlock off)", seconds=run.seconds,
                             stdout=run.stdout, stderr=run.stderr, source_hash=content_hash(source),
                             compile_gate=compile_gate, sanitizers=sanitizers)
+    if ex.kind == "data":
+        return _grade_data(ex, run, results, counted, submission, source)
     verdicts = {c["id"]: case_verdict(ex, c, results[c["id"]]) for c in run.cases}
     plain = [c for c in run.cases if c["role"] == "plain"]
 
@@ -247,6 +249,8 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
             tests.append(_racecheck(ex, source, name, points, hints, timeout_s))
         elif name == RACE:
             tests.append(_races(ex, run, results, verdicts, name, points, hints))
+        elif name == GATE and not right:  # like the budgets: compiling counts for a kernel that works
+            tests.append(_score(name, points, 0, 0, []))
         elif name == GATE:
             g = gate_module.gate(ex, source, max(timeout_s, 60.0), memory_bytes)
             if g.environment:
@@ -272,6 +276,53 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
     return Grade(ex.name, submission, round(score, 3), total, "graded" if run.outcome == "ok" else run.outcome,
                  summary, tests, run.seconds, [{"name": "score", "value": round(score, 3)}, *leaderboard],
                  run.stdout, run.stderr, content_hash(source), BACKEND, protections(), notes)
+
+
+def _grade_data(ex: Exercise, run: ChildRun, results: dict, counted: dict[str, float], submission: str,
+                source: str) -> Grade:
+    """A "data" exercise: the judge scores each case's value and what the child ran with it;
+    each check earns its points times the share of the cases it was checked in that pass (a case
+    where the judge says None does not count for that check)."""
+    judge = sandbox.load_judge(ex)
+    seen: dict[str, list[tuple[bool | None, str]]] = {name: [] for name in ex.points}
+    for c in run.cases:
+        got = results[c["id"]]
+        if got.get("error"):  # the entry raised, or never ran (a timeout, a crash): every check of the case fails
+            e = got["error"]
+            call = f"{ex.entry}({c['job'].get('argument')!r})" if "argument" in c["job"] else ex.entry
+            why = f"{call}: {' '.join(filter(None, (e.get('type'), e.get('where'))))}: {str(e.get('message'))[:300]}"
+            checks = [(name, False, why) for name in ex.points]
+        else:
+            checks = judge.score(c["case"], c["job"], got)
+        for name, ok, message in checks:
+            if name not in seen:
+                raise KeyError(f"exercise {ex.name}: the judge scored {name!r}, which has no points")
+            seen[name].append((ok, message))
+    tests = []
+    for name, points in ex.points.items():
+        if not counted[name]:
+            tests.append(TestResult(name, 0, 0, "skipped", not_counted_reason(name)))
+            continue
+        marks = [(ok, m) for ok, m in seen[name] if ok is not None]
+        good = sum(1 for ok, _ in marks if ok)
+        shown = [m for ok, m in marks if not ok] or [m for _, m in marks] or [m for _, m in seen[name]]
+        lines = list(dict.fromkeys(shown))
+        lines = lines[:3] + ([f"... and {len(lines) - 3} more"] if len(lines) > 3 else [])
+        if not marks:
+            lines = lines or ["not checked in any case"]
+        score = points * good / len(marks) if marks else 0.0
+        tests.append(TestResult(name, round(score, 3), points, "passed" if marks and good == len(marks) else "failed",
+                                "\n".join(lines)))
+    score = sum(t.score for t in tests)
+    total = float(sum(t.max_score for t in tests))
+    head = f"{score:g} / {total:g}"
+    if run.outcome != "ok":
+        head += f"\n{run.outcome}: {run.detail}"
+    elif run.detail:
+        head += f"\nnote: {run.detail}"
+    return Grade(ex.name, submission, round(score, 3), total, "graded" if run.outcome == "ok" else run.outcome,
+                 head, tests, run.seconds, [{"name": "score", "value": round(score, 3)}], run.stdout, run.stderr,
+                 content_hash(source), BACKEND, protections(), [])
 
 
 def _races(ex: Exercise, run: ChildRun, results: dict, verdicts: dict, name: str, points: float,
