@@ -402,6 +402,9 @@ class Exercise:
                    kernels. Inputs, reference, tolerance, output specs and the symmetric-input probe
                    come from the workload; the launch and byte budgets from `variant`'s plan unless
                    overridden (say why in `budget_note`, which the student sees).
+    kind "data":   a function `entry(argument)` that returns a value (PDL switches, a prediction);
+                   `judge` ("module:attribute") says what each case calls it with, what the grader's
+                   child runs with the value, and how the parent scores it (grading/grade.py).
     """
 
     name: str
@@ -422,10 +425,13 @@ class Exercise:
     race_seeds: tuple[int, ...] = ()                # perturbed-schedule reruns (simulator)
     speed: SpeedSpec | None = None
     tolerance: Tolerance | None = None              # default: the workload's
+    judge: str = ""                                 # kind "data": "module:attribute" of its judge
 
     def __post_init__(self) -> None:
-        if self.kind not in ("kernel", "host"):
-            raise ValueError(f"exercise {self.name!r}: kind must be 'kernel' or 'host', not {self.kind!r}")
+        if self.kind not in ("kernel", "host", "data"):
+            raise ValueError(f"exercise {self.name!r}: kind must be 'kernel', 'host' or 'data', not {self.kind!r}")
+        if (self.kind == "data") != bool(self.judge):
+            raise ValueError(f"exercise {self.name!r}: a 'data' exercise needs a judge, and only it has one")
         if self.kind == "kernel" and not self.configs:
             raise ValueError(f"exercise {self.name!r}: a kernel exercise needs at least one launch configuration")
 

@@ -183,11 +183,12 @@ def group_switches_by_the_rules(g: int) -> list[Switches]:
 
 # -- running a group with given switches ------------------------------------------------------
 
-def run_group(switches: Sequence[Switches], sizes: Sequence[int], seed: int = 1) -> str | None:
-    """Earlier kernel -> the group with these switches -> later kernel, once; None when every
-    quantized tensor, scale and checksum is right (quantize_group.check). With PDL where the GPU
-    has it (compute capability >= 9.0), else plain launches (the simulator has no PDL: there the
-    griddepcontrol instructions do nothing, and the run shows the values, not the overlap)."""
+def group_outputs(switches: Sequence[Switches], sizes: Sequence[int], seed: int = 1) -> dict[str, Any]:
+    """Earlier kernel -> the group with these switches -> later kernel, once: the host copies of
+    q, scales, checksums, stamps and data, and "pdl" (whether the launches carried the attribute).
+    With PDL where the GPU has it (compute capability >= 9.0), else plain launches (the simulator
+    has no PDL: there the griddepcontrol instructions do nothing, and the run shows the values,
+    not the overlap)."""
     from .runtime import ON_GPU, cuda
     from .workloads import quantize_group as qg
     sw = _validate(switches, len(sizes))
@@ -209,9 +210,23 @@ def run_group(switches: Sequence[Switches], sizes: Sequence[int], seed: int = 1)
         for k, grid, args in (*members, consumer):
             k[grid, qg.BLOCK](*args)
     cuda.synchronize()
-    out = {"q": g.q.copy_to_host(), "scales": g.scales.copy_to_host(), "checksums": g.checksums.copy_to_host(),
-           "stamps": g.stamps.copy_to_host(), "data": g.data.copy_to_host()}
-    return qg.check(group, out)
+    return {"q": g.q.copy_to_host(), "scales": g.scales.copy_to_host(), "checksums": g.checksums.copy_to_host(),
+            "stamps": g.stamps.copy_to_host(), "data": g.data.copy_to_host(), "pdl": use_pdl}
+
+
+def run_group(switches: Sequence[Switches], sizes: Sequence[int], seed: int = 1) -> str | None:
+    """One run of group_outputs; None when every quantized tensor, scale and checksum is right
+    (quantize_group.check)."""
+    from .workloads import quantize_group as qg
+    return qg.check(_layout(sizes), group_outputs(switches, sizes, seed))
+
+
+def _layout(sizes: Sequence[int]) -> Any:
+    """What quantize_group.check needs of a Group (G and the offsets), without device arrays."""
+    import types
+
+    import numpy as np
+    return types.SimpleNamespace(g=len(sizes), offsets_host=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
 
 
 # -- the lesson's check ------------------------------------------------------------------------
@@ -340,3 +355,103 @@ def check_grouped(kernel: Any, sizes: Sequence[int] = GROUPED_SIZES, blocks: Seq
         runs.append(block)
     return (f"grouped_dequantize: right for {len(sizes)} tensors of {', '.join(map(str, sizes))} elements, with blocks "
             f"of {' and '.join(map(str, runs))} threads")
+
+
+# -- the grader's judge of exercise group_switches (an Exercise of kind "data") ---------------------
+
+RULES, OVERLAP, RUN = "rules (no early read)", "overlap kept", "correct group run"
+SIM_NOTE = ("the simulator has no PDL: this run checks the kernels, not the overlap; the rules check above is what "
+            "grades the placement")
+
+
+def case_sizes(n: int, g: int, seed: int) -> list[int]:
+    """A graded run's tensors: g of them, n elements together, the first much the largest (it runs
+    longest, so a member or the later kernel that does not wait for it shows on a GPU with PDL)."""
+    import numpy as np
+    if g < 1 or n < g:
+        raise ValueError(f"n = {n}, G = {g}: every tensor needs at least one element")
+    if g == 1:
+        return [n]
+    rest = np.random.default_rng(seed).integers(1, max(1, n // (8 * (g - 1))) + 1, g - 1)
+    return [n - int(rest.sum()), *map(int, rest)]
+
+
+def producer_data(sizes: Sequence[int], seed: int):
+    """What quantize_group.producer_kernel writes, computed on the host (float32, as the kernel does)."""
+    import numpy as np
+    i = np.arange(int(sum(sizes)), dtype=np.int64)
+    h = ((i * 2654435761 + seed) % 1000003).astype(np.float32)
+    return h / np.float32(1000003) * np.float32(6.0) - np.float32(2.5)
+
+
+def _cut(items: Sequence[str], most: int = 1) -> str:
+    return "; ".join(items[:most]) + (f" (and {len(items) - most} more at this G)" if len(items) > most else "")
+
+
+class SwitchesJudge:
+    """Grades `group_switches(g)` (lesson 06, exercise 1) for the grader (grading/grade.py, kind "data").
+
+    A case is Case(Size(n=elements, g=members), seed):
+      job(case)              parent: what the child calls the entry with (the argument G) and runs
+      run(value, job)        child: one run of the group with the returned switches (group_outputs)
+      score(case, job, got)  parent: [(check, ok, message)]: the rules (pdl_rules.findings), the
+                             overlap (only where the rules hold), and the run against the float64
+                             reference of what the earlier kernel wrote (recomputed here): a wrong
+                             run always costs, a right one earns only where the rules hold
+                             (ok None: not counted in that case)
+    """
+
+    def job(self, case: Any) -> dict[str, Any]:
+        g, n = case.size["g"], case.size["n"]
+        sizes = case_sizes(n, g, case.seed)
+        shown = ", ".join(map(str, sizes[:4])) + (", ..." if g > 4 else "")
+        return {"argument": g, "sizes": sizes, "seed": case.seed,
+                "about": f"G = {g} (tensors of {shown} elements, seed {case.seed})"}
+
+    def run(self, value: Any, job: dict[str, Any]) -> dict[str, Any]:
+        out = group_outputs(value, job["sizes"], job["seed"])
+        return {k: out[k] for k in ("q", "scales", "checksums", "pdl")}
+
+    def score(self, case: Any, job: dict[str, Any], got: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+        from .runtime import ON_SIMULATOR
+        from .workloads import quantize_group as qg
+        g = job["argument"]
+        try:
+            sw = _validate(got.get("value"), g)
+        except ValueError as e:
+            why = f"group_switches({g}): {e}"
+            return [(RULES, False, why), (OVERLAP, None, why), (RUN, False, why)]
+        found = findings(sw)
+        early = [f.message for f in found if f.kind == "too early"]
+        serial = [f.message for f in found if f.kind == "serial"]
+        rules = (RULES, not early, f"G = {g}: {_cut(early)}" if early else
+                 "no member reads too early: the first member waits before it reads, and the later kernel "
+                 "launches only after every member has ended")
+        if early:
+            overlap = (OVERLAP, None, "not checked where a member may read too early: fix those first")
+        else:
+            overlap = (OVERLAP, not serial, f"G = {g}: {_cut(serial)}" if serial else
+                       "every boundary of the group can overlap")
+        ran, error = got.get("ran"), got.get("run_error")
+        pdl = bool(ran and ran.get("pdl") is True)
+        how = "run with PDL on this GPU" if pdl else (SIM_NOTE if ON_SIMULATOR else
+                                                      f"plain launches: {qg.pdl_available()[1]}")
+        if error or not isinstance(ran, dict):
+            e = error or {"type": "NoRun", "message": "the child returned no run"}
+            return [rules, overlap, (RUN, False, f"{job['about']}: the run failed: {e.get('type')}: "
+                                                 f"{str(e.get('message'))[:300]}")]
+        try:
+            problem = qg.check(_layout(job["sizes"]), {**ran, "data": producer_data(job["sizes"], job["seed"])})
+        except (KeyError, TypeError, ValueError, IndexError) as e:  # a report that is not the run's
+            problem = f"the run's report cannot be read ({type(e).__name__}: {e})"
+        if problem:  # a wrong run always costs
+            run = (RUN, False, f"{job['about']}: {problem} ({how})")
+        elif early:  # a right run earns nothing for switches the rules reject (it was right by luck, or plainly)
+            run = (RUN, None, f"not credited where a member may read too early, even when the run came out right "
+                              f"({how})")
+        else:
+            run = (RUN, True, f"every tensor, scale and checksum right ({how})")
+        return [rules, overlap, run]
+
+
+GROUP_SWITCHES = SwitchesJudge()

@@ -258,6 +258,15 @@ def main(job_path: str, report_path: str, progress_path: str | None = None) -> i
     report["imported"] = True
     save()  # an import that worked is on record even if a case then hangs
 
+    if job["kind"] == "data":
+        from kernels_lab.grading.sandbox import load_judge
+        judge = load_judge(types.SimpleNamespace(judge=job["judge"]))
+        for case in job["cases"]:
+            progress("run", case["id"])
+            report["cases"].append(run_data_case(entry, judge, case, job["entry"]))
+            save()
+        progress("done")
+        return 0
     keep: list | None = [] if job.get("keep_arrays") else None
     for case in job["cases"]:
         progress("run", case["id"])
@@ -273,6 +282,37 @@ def main(job_path: str, report_path: str, progress_path: str | None = None) -> i
         save()
     progress("done")
     return 0
+
+
+def _plain(value: Any) -> Any:
+    """The student's value as the report can carry it (JSON), else its repr (which no judge accepts)."""
+    from kernels_lab.grading.sandbox import encode
+    try:
+        plain = encode(value)
+        json.dumps(plain)
+        return plain
+    except Exception:  # noqa: BLE001  (an object JSON cannot hold: a cycle, a custom class)
+        return f"<{type(value).__name__}: {repr(value)[:200]}>"
+
+
+def run_data_case(entry, judge, case: dict, name: str) -> dict:
+    """A "data" exercise: call the entry with the case's argument, then let the judge run what the
+    value configures (here, in the child: never in the parent); the parent scores both."""
+    result = {"id": case["id"], "value": None, "ran": None, "error": None, "run_error": None, "entry_problem": None}
+    problem = entry_problem(entry, "data", name)
+    if problem:
+        result["entry_problem"] = result["error"] = {"type": "TypeError", "where": "", "message": problem}
+        return result
+    try:
+        result["value"] = _plain(entry(case["job"]["argument"]))
+    except (Exception, SystemExit) as e:  # noqa: BLE001  (a failing call is a graded outcome)
+        result["error"] = _describe(e)
+        return result
+    try:
+        result["ran"] = judge.run(result["value"], case["job"])
+    except (Exception, SystemExit) as e:  # noqa: BLE001
+        result["run_error"] = _describe(e)
+    return result
 
 
 def run_speed(entry, argument_order, spec: dict) -> dict:

@@ -119,7 +119,24 @@ def _drop_target() -> tuple[tuple[int, int] | None, str]:
                              str(Path(np.__file__)), str(Path(numba.__file__))])
     if not ok:
         return None, f"the child needs the interpreter and packages, but {why}"
+    if ON_GPU and (why := _gpu_closed_to_others()):
+        return None, why
     return target, ""
+
+
+def _gpu_closed_to_others() -> str:
+    """Why an unprivileged user could not open the GPU (its device files), or "" when it could."""
+    import glob
+    import stat
+    for node in sorted(glob.glob("/dev/nvidia*")):
+        try:
+            st = os.stat(node)
+        except OSError:
+            continue
+        want = stat.S_IROTH | stat.S_IWOTH
+        if stat.S_ISCHR(st.st_mode) and st.st_mode & want != want:
+            return f"the GPU's device file {node} is not usable by other users: the child keeps the grader's user"
+    return ""
 
 
 @functools.lru_cache(maxsize=1)
@@ -306,6 +323,11 @@ def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool |
     configuration: "symmetric inputs would have hidden this" is said only when the probe
     passes and its twin fails). Probes, twins and perturbed runs are never graded themselves.
     """
+    if exercise.kind == "data":  # the judge says what each case calls the entry with: no inputs, no probes
+        judge = load_judge(exercise)
+        return [{"id": k, "case": case, "config_index": 0, "inputs": {}, "output_specs": {}, "perturb_seed": None,
+                 "config": None, "role": "plain", "of": None, "job": judge.job(case)}
+                for k, case in enumerate(c for c in exercise.cases if not (public_only and c.hidden))]
     cases = []
     workload = exercise.spec
     configs = exercise.configs or (None,)
@@ -336,6 +358,8 @@ def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool |
 
 def describe_case(c: dict[str, Any]) -> str:
     """'n=257, config (2, 128)' (+ the schedule seed): how a message names one run."""
+    if c.get("job"):
+        return str(c["job"].get("about") or c["case"].size)
     text = f"{c['case'].size}"
     if c.get("config") is not None:
         text += f", config {tuple(c['config'])}"
@@ -344,6 +368,13 @@ def describe_case(c: dict[str, Any]) -> str:
     if c.get("role") == "probe":
         text += ", symmetric inputs"
     return text
+
+
+def load_judge(exercise: Exercise) -> Any:
+    """The judge of a "data" exercise ("module:attribute"): job(case), run(value, job) in the
+    child, score(case, job, got) -> [(check, ok or None, message)] in the parent."""
+    from .speed import load_reference
+    return load_reference(exercise.judge)
 
 
 def _speed_job(exercise: Exercise) -> dict[str, Any]:
@@ -452,6 +483,7 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = RUN_TIMEOUT_S,
         sent = [{k: v for k, v in c.items() if k != "case"} for c in cases]
         with open(job, "wb") as f:
             pickle.dump({"nonce": nonce, "source": source, "entry": exercise.entry, "kind": exercise.kind,
+                         "judge": exercise.judge,
                          "argument_order": exercise.arguments(exercise.cases[0].size), "cases": sent,
                          "speed": speed_job, "keep_arrays": bool(prefix)}, f)
         hand_over(job)
@@ -544,7 +576,10 @@ def classify(run: ChildRun, report: dict[str, Any] | None, got: Confined, *, tim
         return _set(run, "ok", f"the child process ended badly {where} ({_why(sig, code)})")
     if sig == signal.SIGXFSZ:
         return _set(run, "flooding", f"output flooding: a file passed {FILE_LIMIT >> 20} MiB {where}")
-    if phase in ("start", "import") and sig is None:
+    if phase == "start" and sig is None:  # no line of the submission had run yet: the grader's own failure
+        last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        return _set(run, "grader_error", f"the grader's child failed {where} ({_why(sig, code)}): {last}")
+    if phase == "import" and sig is None:
         return _set(run, "exited", f"the submission exited ({_why(sig, code)}) {where}")
     return _set(run, "crash", f"the child process died ({_why(sig, code)}) {where}" +
                 (f"; {done} of {len(run.cases)} runs completed" if phase == "run" else ""))

@@ -454,3 +454,21 @@ for _name, _pattern, _about in (
         ("graph_pdl", "graph", "the PDL launches captured in a graph"),
         ("grouped", "fused", "one kernel, one block per tensor")):
     WORKLOAD.add(Variant(_name, _pattern, _about, _group_plan(_name), _group_bind(_name)))
+
+
+# -- lesson 06's exercise 1 as a graded exercise: the student returns the switches ---------------
+# Each case is one group of g members, n elements together, the first tensor the largest
+# (pdl_rules.case_sizes); the judge (pdl_rules.SwitchesJudge) checks the rules for that G, and the
+# grader's child runs the group with the returned switches (with PDL on a GPU of compute
+# capability >= 9.0; plain launches on the simulator).
+
+from ..core import Case, Exercise  # noqa: E402
+
+_SWITCH_N = (1 << 20) if ON_GPU else 300
+WORKLOAD.add_exercise(Exercise(
+    name="group_switches", workload="quantize_group", variant="pdl", lesson="06",
+    title="place the PDL switches of a group of G kernels", kind="data", entry="group_switches",
+    signature="def group_switches(g: int) -> list[tuple[bool, bool, bool]]:  # (wait, trigger, order) per member",
+    cases=tuple(Case(Size(n=max(_SWITCH_N, g), g=g), seed) for seed, g in enumerate((1, 2, 3, 8), start=1)),
+    argument_order=("g",), judge="kernels_lab.pdl_rules:GROUP_SWITCHES",
+    points={"rules (no early read)": 4, "overlap kept": 2, "correct group run": 3}))
