@@ -147,7 +147,8 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
             keep.append((dev_in, dev_out))
         if ON_GPU:
             result["allocations"] = [[int(a.device_ctypes_pointer.value or 0), int(a.nbytes)]
-                                     for a in (*dev_in.values(), *dev_out.values()) if hasattr(a, "nbytes")]
+                                     for a in (*dev_in.values(), *dev_out.values())
+                                     if hasattr(a, "device_ctypes_pointer")]  # arrays, not scalars
         args = [dev_out[k] if k in dev_out else dev_in[k] for k in argument_order]
         prov = _Provenance(dev_out, cuda.synchronize if ON_GPU else (lambda: None))
         launches: list = []
