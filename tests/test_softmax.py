@@ -158,7 +158,7 @@ def test_every_variant_runs_through_the_ncu_child():
 def grades():
     from kernels_lab.grading.exercises import get_exercise  # here: the grader failing to import fails these tests only
     from kernels_lab.grading.grade import grade
-    names = ("softmax_correct", "softmax_no_max_subtraction", "softmax_two_pass_global")
+    names = ("softmax_no_max_subtraction", "softmax_two_pass_global")  # the correct one: test_workloads
     ex = get_exercise("fused_softmax")
 
     def one(name):
@@ -169,11 +169,6 @@ def grades():
 
 def _test(g, name):
     return next(t for t in g.tests if t.name == name)
-
-
-def test_the_correct_softmax_gets_full_marks(grades):
-    g = grades["softmax_correct"]
-    assert g.outcome == "graded" and g.score == g.max_score > 0, g.summary
 
 
 def test_no_max_subtraction_overflows_and_loses_correctness(grades):

@@ -80,3 +80,21 @@ def test_each_exercise_budget_comes_from_its_variant_plan(workload, exercise):
     else:
         assert ex.budget_note, f"{exercise} overrides its byte budget: budget_note must say why"
     assert ex.arguments(size), "the grader needs the argument order"
+
+
+@pytest.mark.parametrize("workload,exercise", EXERCISES)
+def test_each_exercise_gives_its_lesson_solution_full_marks(workload, exercise):
+    # The solution is written once, in its lesson (notebooks/lessons/); graded here on a small view of
+    # the exercise (a public and a hidden case, one launch configuration, one perturbed schedule) to
+    # keep the suite fast: the full exercises are graded in the grading tests and on the GPU.
+    import dataclasses
+
+    from kernels_lab.grading.grade import grade
+    from kernels_lab.lessons import solution_source
+    ex = WORKLOADS[workload].exercises[exercise]
+    public = [c for c in ex.cases if not c.hidden and not c.probe][:1]
+    hidden = [c for c in ex.cases if c.hidden][:1]
+    small = dataclasses.replace(ex, cases=tuple(public + hidden), configs=ex.configs[:1],
+                                race_seeds=ex.race_seeds[:1], speed=None)
+    g = grade(small, solution_source(exercise), f"lesson solution of {exercise}", compile_gate=False, timeout_s=120)
+    assert g.outcome == "graded" and g.score == g.max_score > 0, g.summary
