@@ -64,6 +64,17 @@ EXIT_GRACE_S = 15.0           # after its last run, the child may take this long
 NPROC_LIMIT = 4096            # processes (threads count) of the unprivileged user, all grades together
 WARDEN = Path(__file__).with_name("warden.py")
 SANDBOX_ENV = "KERNELS_LAB_SANDBOX"  # "off": no namespaces, Landlock or user drop (limits only)
+# Measured on the H200 (2026-12-03, benchmarks' sandbox probe): cuInit returns CUDA_ERROR_OPERATING_SYSTEM
+# inside a PID namespace and under the Landlock domain, and works in a network namespace alone.
+GPU_CONFINEMENT = ("on a GPU the CUDA driver does not initialise inside a PID namespace or under Landlock "
+                   "(CUDA_ERROR_OPERATING_SYSTEM, measured on the H200): limits and the subreaper only")
+
+
+def confinement_off() -> str | None:
+    """Why namespaces, Landlock and the user drop are not used here, or None when they are."""
+    if os.environ.get(SANDBOX_ENV, "").lower() == "off":
+        return f"{SANDBOX_ENV}=off"
+    return GPU_CONFINEMENT if ON_GPU else None
 
 
 @dataclass
@@ -104,8 +115,8 @@ def _world_usable(paths: Sequence[str]) -> tuple[bool, str]:
 @functools.lru_cache(maxsize=1)
 def _drop_target() -> tuple[tuple[int, int] | None, str]:
     """The user the child runs as (when the grader is root), or None and why not."""
-    if os.environ.get(SANDBOX_ENV, "").lower() == "off":
-        return None, f"{SANDBOX_ENV}=off"
+    if (why := confinement_off()) is not None:
+        return None, why
     if os.geteuid() != 0:
         return None, f"the grader runs as uid {os.geteuid()}, not root: the child keeps that user"
     try:
@@ -119,14 +130,12 @@ def _drop_target() -> tuple[tuple[int, int] | None, str]:
                              str(Path(np.__file__)), str(Path(numba.__file__))])
     if not ok:
         return None, f"the child needs the interpreter and packages, but {why}"
-    if ON_GPU:  # seen on the H200: a child dropped to nobody failed cuInit (the driver's files are the grader's)
-        return None, "on a GPU the child keeps the grader's user: the CUDA driver did not initialise for nobody"
     return target, ""
 
 
 @functools.lru_cache(maxsize=1)
 def _probe() -> dict[str, Any]:
-    if os.environ.get(SANDBOX_ENV, "").lower() == "off":
+    if confinement_off() is not None:
         return {}
     drop, _ = _drop_target()
     try:
@@ -143,12 +152,12 @@ def protections() -> list[tuple[str, bool, str]]:
     Measured by starting a trivial child through the warden (cached for the process), so it
     says what is, not what should be. `kernels-lab doctor` shows it; every grade records it.
     """
-    off = os.environ.get(SANDBOX_ENV, "").lower() == "off"
+    off = confinement_off()
     p = _probe()
     st, seen = p.get("status") or {}, p.get("seen") or {}
     rows: list[tuple[str, bool, str]] = []
     if off:
-        why = f"{SANDBOX_ENV}=off"
+        why = off
         rows.append(("process containment", True, f"the warden (a child subreaper) kills every leftover process "
                                                   f"after each run; no PID namespace ({why})"))
         rows += [("filesystem writes", False, why), ("signals and ptrace", False, why),
@@ -248,7 +257,7 @@ def confine(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None
     """Run argv through the warden, in tmp/scratch (see scratch_folder), and wait for it and its
     whole process tree. run_s: the default clock of a phase (progress.json steps restart it)."""
     scratch = scratch_folder(tmp)
-    off = os.environ.get(SANDBOX_ENV, "").lower() == "off"
+    off = confinement_off() is not None
     drop, _ = _drop_target()
     env = dict(os.environ if env is None else env)
     env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(scratch),
