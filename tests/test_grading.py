@@ -200,3 +200,14 @@ def test_speed_credit_needs_a_correct_output_at_the_speed_size(monkeypatch):
     bad = ChildRun("ok", report={"speed": {**times, "outputs": {"out": wrong}}}, speed_job=job)
     result, board = G._speed(ex, bad, "speed", 1)
     assert result.score == 0 and "index 17" in result.output and board == []
+
+
+def test_the_compile_gate_targets_the_course_architecture(monkeypatch):
+    from kernels_lab.grading import compile_gate
+    monkeypatch.delenv(compile_gate.COURSE_ARCH_ENV, raising=False)
+    assert compile_gate.target_name() == "sm_75"  # the oldest GPU the course supports (Colab's T4)
+    monkeypatch.setenv(compile_gate.COURSE_ARCH_ENV, "sm_90")
+    assert compile_gate.target_cc() == (9, 0)
+    monkeypatch.setenv(compile_gate.COURSE_ARCH_ENV, "ampere")
+    with pytest.raises(ValueError, match="write the architecture as sm_XY"):
+        compile_gate.target_cc()

@@ -196,9 +196,9 @@ def test_a_missing_file_exits_nonzero_after_writing_its_zero_grade(tmp_path, cap
 def test_a_missing_toolchain_skips_the_gate_for_everyone(monkeypatch):
     monkeypatch.setattr(compile_gate, "available", lambda: (False, "no NVVM/NVRTC to compile with"))
     ex = MINI["fuse_mini"]
-    assert counted_checks(ex)["compiles for sm_90"] == 0 and max_score(ex) == 8
+    assert counted_checks(ex)["compiles for the course's GPUs"] == 0 and max_score(ex) == 8
     g = failed_grade(ex, "broken.py", "crash", "died")
-    gate = _test(g, "compiles for sm_90")
+    gate = _test(g, "compiles for the course's GPUs")
     assert gate.status == "skipped" and gate.max_score == 0 and "no NVVM/NVRTC" in gate.output
     monkeypatch.setattr(compile_gate, "available", lambda: (True, "found"))
     assert max_score(ex) == 9 == failed_grade(ex, "broken.py", "crash", "died").max_score
@@ -211,7 +211,7 @@ def test_a_driver_failure_during_the_gate_is_never_a_lost_point(monkeypatch):
         "status": "environment", "type": "CudaSupportError",
         "message": "Error at driver init: CUDA driver library cannot be found."})
     g = _grade("fuse_mini", "device_helper", compile_gate=True)
-    gate = _test(g, "compiles for sm_90")
+    gate = _test(g, "compiles for the course's GPUs")
     assert gate.score == gate.max_score == 1 and gate.status == "skipped"
     assert "not your kernel's: the point is given, not lost" in gate.output
     assert g.score == g.max_score == 9 and any("compile gate" in n for n in g.notes)

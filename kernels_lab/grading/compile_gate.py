@@ -1,4 +1,4 @@
-"""The compile gate: the student's kernel through numba's real compiler for sm_90, no GPU needed.
+"""The compile gate: the student's kernel through numba's real compiler for the course's GPU architecture.
 
 The simulator runs a kernel body as Python, so it accepts code no GPU could run (a dict, a
 string, a NumPy call inside a kernel). The gate compiles the kernel with cuda.compile_ptx in a
@@ -14,7 +14,12 @@ confined child (KERNELS_LAB_BACKEND=ptx), with the signature of the exercise's f
 Device functions: numba compiles a plain (not inline) device function on first call from a kernel
 for "the current device", which asks the CUDA driver for its compute capability even inside
 compile_ptx. Without a driver that was a CudaSupportError blamed on the student; the gate's child
-answers that question with the target (9, 0) instead, so no driver is needed.
+answers that question with the target instead, so no driver is needed.
+
+The target is the architecture the course configures, KERNELS_LAB_COURSE_ARCH (e.g. sm_80), by
+default the oldest GPU the course supports (capabilities.STUDENT_CCS: sm_75, Colab's T4): a
+kernel that compiles there compiles for the newer ones too, except for sm_90-only features (PDL),
+which an exercise that needs them would configure.
 
     python -m kernels_lab.grading.compile_gate SUBMISSION.py ENTRY SIGNATURE RESULT.json
 """
@@ -33,7 +38,26 @@ import numpy as np
 
 from ..core import Exercise
 
-TARGET_CC = (9, 0)
+COURSE_ARCH_ENV = "KERNELS_LAB_COURSE_ARCH"
+
+
+def target_cc() -> tuple[int, int]:
+    """The compute capability the gate compiles for (KERNELS_LAB_COURSE_ARCH=sm_XY, else the oldest
+    of the course's GPUs). A malformed value is an error that names it."""
+    from ..capabilities import STUDENT_CCS
+    text = os.environ.get(COURSE_ARCH_ENV, "").strip().lower()
+    if not text:
+        return min(STUDENT_CCS)
+    digits = text.removeprefix("sm_")
+    if not digits.isdigit() or len(digits) < 2:
+        raise ValueError(f"{COURSE_ARCH_ENV}={text!r}: write the architecture as sm_XY, e.g. sm_75 or sm_90")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def target_name() -> str:
+    major, minor = target_cc()
+    return f"sm_{major}{minor}"
+
 COMPILE_S = 180.0   # numba's first compile with NVVM can take a while on a busy machine
 CU13_HINT = "pip install 'kernels-lab[cu13]'"
 _ENV_ERRORS = ("CudaSupportError", "NvvmSupportError", "NvrtcSupportError", "CudaDriverError",
@@ -78,13 +102,13 @@ def _libraries() -> tuple[bool, str]:
 @functools.lru_cache(maxsize=1)
 def available() -> tuple[bool, str]:
     """Can the gate run here? NVVM and NVRTC found, and a kernel calling a plain device function
-    compiles for sm_90 in a confined child (the check the grader makes, on a known-good kernel)."""
+    compiles for the course's GPUs in a confined child (the check the grader makes, on a known-good kernel)."""
     ok, how = _libraries()
     if not ok:
         return False, f"no NVVM/NVRTC to compile with: {how}"
     result = _run(_PROBE_SOURCE, "probe_kernel", _PROBE_SIG, 60.0, 4 << 30)
     if result.get("status") == "compiled":
-        return True, f"NVVM and NVRTC found ({how}); a kernel with a device function compiles for sm_90"
+        return True, f"NVVM and NVRTC found ({how}); a kernel with a device function compiles for {target_name()}"
     return False, f"the toolchain is there but a known-good kernel does not compile: {result.get('message', '?')}"
 
 
@@ -146,7 +170,8 @@ def _run(source: str, entry: str, sig: str, run_s: float, memory_bytes: int) -> 
 
 
 def gate(ex: Exercise, source: str, timeout_s: float = 60.0, memory_bytes: int = 4 << 30) -> GateResult:
-    """Compile the student's kernel for sm_90 (the submission's top level runs here too, confined)."""
+    """Compile the student's kernel for the course's architecture (the submission's top level runs here
+    too, confined)."""
     if ex.kind != "kernel":
         return GateResult("skipped", "host functions are compiled when they launch")
     ok, why = available()
@@ -155,7 +180,7 @@ def gate(ex: Exercise, source: str, timeout_s: float = 60.0, memory_bytes: int =
     r = _run(source, ex.entry, signature_expr(ex), timeout_s, memory_bytes)
     status, msg = r.get("status"), r.get("message", "")
     if status == "compiled":
-        return GateResult("passed", "compiles for sm_90 with NVVM")
+        return GateResult("passed", f"compiles for {target_name()} with NVVM")
     if status == "environment":
         return GateResult("skipped", f"not checked: the grader's toolchain failed ({r.get('type', '')}: {msg}). "
                                      f"This is the grading machine's problem, not your kernel's: the point is given, "
@@ -165,10 +190,10 @@ def gate(ex: Exercise, source: str, timeout_s: float = 60.0, memory_bytes: int =
     if status == "load_error":
         return GateResult("failed", f"the submission does not load for compiling: {msg}")
     if status == "timeout":
-        return GateResult("failed", f"compiling for sm_90 {msg}")
+        return GateResult("failed", f"compiling for {target_name()} {msg}")
     if status == "memory":
-        return GateResult("failed", f"compiling for sm_90 {msg}")
-    return GateResult("failed", f"compiling for sm_90 failed: {msg}")
+        return GateResult("failed", f"compiling for {target_name()} {msg}")
+    return GateResult("failed", f"compiling for {target_name()} failed: {msg}")
 
 
 # -- the child --------------------------------------------------------------------------------------
@@ -179,7 +204,7 @@ def _fake_current_device() -> None:
     from numba.cuda import compiler, dispatcher
 
     class _Target:
-        compute_capability = TARGET_CC
+        compute_capability = target_cc()
         id = 0
 
     for module in (dispatcher, compiler):
@@ -242,7 +267,7 @@ def _child(path: str, entry: str, sig: str, result_path: str) -> int:
     progress("compile")
     try:
         options = {k: v for k, v in kernel.targetoptions.items() if k in ("fastmath", "launch_bounds", "lineinfo")}
-        cuda.compile_ptx(kernel.py_func, eval(sig, {"types": types}), cc=TARGET_CC, **options)
+        cuda.compile_ptx(kernel.py_func, eval(sig, {"types": types}), cc=target_cc(), **options)
         result.update(status="compiled")
     except Exception as e:  # noqa: BLE001
         if _environmental(e):

@@ -13,7 +13,7 @@ here, against the reference, after its whole process tree is dead. The checks:
   no race under perturbed schedules   simulator: the same inputs must give the same result under
                                 every perturbed schedule (a difference proves a race; a bug every
                                 schedule repeats is not one); GPU: racecheck finds no hazard
-  compiles for sm_90            compile_gate.gate: numba's real compiler (skipped, never lost,
+  compiles for the course's GPUs            compile_gate.gate: numba's real compiler (skipped, never lost,
                                 when the toolchain is missing)
   speed                         GPU only: against the reference, interleaved
 
@@ -38,7 +38,7 @@ from .sanitizer import find_sanitizer, sanitize
 from .verdict import HINTS, case_verdict, hint_text, launch_problem, same_result, traffic_problem
 
 RACE = "no race under perturbed schedules"
-GATE = "compiles for sm_90"
+GATE = "compiles for the course's GPUs"
 
 
 @dataclass

@@ -94,4 +94,4 @@ WORKLOAD.add_exercise(Exercise(
            Case(WORKLOAD.size(200), 41, hidden=True)),
     configs=(lambda s: (_blocks(s.n), TILE),), race_seeds=(1, 2, 3, 4, 5, 6),
     points={"correct (public)": 3, "correct (hidden)": 2, "no race under perturbed schedules": 3,
-            "compiles for sm_90": 1}))
+            "compiles for the course's GPUs": 1}))

@@ -287,7 +287,7 @@ def _cases() -> tuple[Case, ...]:
 
 
 CHAIN_POINTS = {"correct (public)": 3, "correct (hidden)": 3, "launch budget": 1, "traffic budget": 1,
-                "compiles for sm_90": 1, "speed": 1}
+                "compiles for the course's GPUs": 1, "speed": 1}
 WORKLOAD.add_exercise(Exercise(
     name="fuse_chain", workload="elementwise", variant="fused_naive", lesson="01",
     title="Fuse bias add -> GELU -> scale into one kernel", kind="kernel", entry="fused_chain",
@@ -310,4 +310,4 @@ WORKLOAD.add_exercise(Exercise(
     signature="@cuda.jit\ndef persistent_chain(x, b, alpha, out):  # correct for ANY grid",
     cases=_cases(), configs=(fixed(2, 64), fixed(3, 32), fixed(1, 128)),
     points={"correct (public)": 3, "correct (hidden)": 3, "grid independent of n": 2, "traffic budget": 1,
-            "compiles for sm_90": 1}))
+            "compiles for the course's GPUs": 1}))

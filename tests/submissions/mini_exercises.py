@@ -14,7 +14,7 @@ fuse_mini = Exercise(
     name="fuse_mini", workload="elementwise", variant="fused_naive", lesson="01", title="fuse_chain, small",
     kind="kernel", entry="fused_chain", signature=CHAIN, cases=CASES, configs=(grid_for(32),),
     points={"correct (public)": 3, "correct (hidden)": 3, "launch budget": 1, "traffic budget": 1,
-            "compiles for sm_90": 1, "speed": 1})
+            "compiles for the course's GPUs": 1, "speed": 1})
 two_launches_mini = Exercise(
     name="two_launches_mini", workload="elementwise", variant="unfused", lesson="02", title="two_launches, small",
     kind="host", entry="run_two", signature="def run_two(x, b, alpha, out):", cases=CASES, max_launches=2,
@@ -25,13 +25,13 @@ persistent_mini = Exercise(
     kind="kernel", entry="persistent_chain", signature="@cuda.jit\ndef persistent_chain(x, b, alpha, out):",
     cases=CASES, configs=(fixed(2, 32),),
     points={"correct (public)": 3, "correct (hidden)": 3, "grid independent of n": 2, "traffic budget": 1,
-            "compiles for sm_90": 1})
+            "compiles for the course's GPUs": 1})
 block_sums_mini = Exercise(
     name="block_sums_mini", workload="block_sums", variant="fused", lesson="03", title="block_sums, small",
     kind="kernel", entry="block_sums", signature="@cuda.jit\ndef block_sums(x, out):",
     cases=(Case(B.size(64), 31), Case(B.size(130), 32), Case(B.size(200), 41, hidden=True)),
     configs=(lambda s: (-(-s.n // 64), 64),), race_seeds=(1, 2, 3),
     points={"correct (public)": 3, "correct (hidden)": 2, "no race under perturbed schedules": 3,
-            "compiles for sm_90": 1})
+            "compiles for the course's GPUs": 1})
 
 EXERCISES = [fuse_mini, two_launches_mini, persistent_mini, block_sums_mini]
