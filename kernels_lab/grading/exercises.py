@@ -23,6 +23,9 @@ from typing import Iterable
 from ..core import Exercise, all_workloads, get_workload
 
 
+FROM_FILES: dict[str, Path] = {}  # exercise name -> the instructor's file that added it (this process)
+
+
 class ExerciseFileError(ValueError):
     """An instructor's exercise file that cannot be loaded, or that defines a bad exercise."""
 
@@ -44,6 +47,7 @@ def load_exercise_file(path: str | Path) -> list[Exercise]:
     for ex in found:
         try:
             get_workload(ex.workload).add_exercise(ex)
+            FROM_FILES[ex.name] = path
         except (KeyError, ValueError) as e:
             msg = e.args[0] if isinstance(e, KeyError) and e.args else e
             raise ExerciseFileError(f"--exercises {path}: exercise {ex.name!r}: {msg}") from None
