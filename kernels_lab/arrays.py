@@ -70,11 +70,29 @@ def to_device(host: dict[str, Any]) -> dict[str, Any]:
             for k, v in host.items()}
 
 
+_NAN_PAYLOAD_BITS = {2: 0x7E5A, 4: 0x7FC0DEAD, 8: 0x7FF8DEADDEADDEAD}  # quiet NaNs no arithmetic produces
+
+
+def poison_value(dtype: Any) -> Any:
+    """What every output element holds before a run: for floats a NaN with a payload (a kernel's own NaN,
+    inf / inf say, has none, so the two are told apart bit for bit), for integers the type's minimum."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.array(_NAN_PAYLOAD_BITS[dtype.itemsize], dtype=f"u{dtype.itemsize}").view(dtype)[()]
+    return np.iinfo(dtype).min
+
+
+def unwritten(a: np.ndarray) -> np.ndarray:
+    """The elements of a host copy of an output that still hold the poison (never written)."""
+    a = np.asarray(a)
+    poison = np.array(poison_value(a.dtype), dtype=a.dtype)
+    if a.dtype.kind == "f":
+        bits = f"u{a.dtype.itemsize}"
+        return a.view(bits) == poison.view(bits)
+    return a == poison
+
+
 def poisoned(specs: dict[str, tuple[tuple[int, ...], Any]]) -> dict[str, Any]:
-    """Output buffers filled with NaN (or a sentinel for integers), so an unwritten element shows."""
-    out = {}
-    for name, (shape, dtype) in specs.items():
-        dtype = np.dtype(dtype)
-        fill = np.nan if dtype.kind == "f" else np.iinfo(dtype).min
-        out[name] = cuda.to_device(np.full(shape, fill, dtype=dtype))
-    return out
+    """Output buffers filled with the poison (see poison_value), so an unwritten element shows."""
+    return {name: cuda.to_device(np.full(shape, poison_value(dtype), dtype=np.dtype(dtype)))
+            for name, (shape, dtype) in specs.items()}

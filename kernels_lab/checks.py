@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .arrays import poisoned, to_device
+from .arrays import poisoned, to_device, unwritten
 from .core import Size, Tolerance, Variant, Workload
 
 
@@ -56,8 +56,8 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: Tolerance) -> tupl
         return rel, None
     bad = np.argwhere(~close)
     first = tuple(int(i) for i in bad[0])
-    unwritten = int((~finite).sum()) if np.isfinite(ref).all() else 0
-    return rel, Mismatch(name, first, float(ref[first]), float(got64[first]), int(len(bad)), unwritten)
+    never = int(unwritten(got).sum())
+    return rel, Mismatch(name, first, float(ref[first]), float(got64[first]), int(len(bad)), never)
 
 
 def run_variant(workload: Workload, variant: Variant, size: Size, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -175,6 +175,7 @@ def test_no_max_subtraction_overflows_and_loses_correctness(grades):
     g = grades["softmax_no_max_subtraction"]
     assert _test(g, "correct (public)").score == 0 and _test(g, "correct (hidden)").score == 0
     assert "got nan" in _test(g, "correct (public)").output and g.score < g.max_score / 2
+    assert "never written" not in g.summary  # its NaNs are its own (inf / inf), not the untouched poison
 
 
 def test_reading_x_three_times_loses_the_traffic_budget_only(grades):

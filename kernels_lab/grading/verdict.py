@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import unwritten
 from ..checks import compare
 from ..core import Exercise, Size
 
@@ -105,11 +106,11 @@ def case_verdict(ex: Exercise, sent: dict[str, Any], got: dict[str, Any]) -> dic
         out = got["outputs"][name]
         _, bad = compare(name, out, expected, ex.tol())
         if bad is not None:
-            unwritten = np.flatnonzero(~np.isfinite(out.astype(np.float64)))
+            never = np.flatnonzero(unwritten(out).reshape(-1))  # still the poison (a NaN of its own is not)
             hint = None
-            if len(unwritten):
-                tail = unwritten[0] > 0 and np.all(unwritten == np.arange(unwritten[0], out.size))
-                args = {"first": int(unwritten[0]), "count": len(unwritten), "where": where}
+            if len(never):
+                tail = never[0] > 0 and np.all(never == np.arange(never[0], out.size))
+                args = {"first": int(never[0]), "count": len(never), "where": where}
                 hint = ("stride", args) if tail and ex.pattern == "persistent" else ("unwritten", args)
             return {"ok": False, "kind": "wrong", "hint": hint,
                     "why": f"{where}: {bad.bad} wrong element(s); first {name}{list(bad.index)}: expected "
