@@ -97,7 +97,7 @@ class _Tracer:
         self.labels: dict[int, str] = {}
 
     # launch listener -------------------------------------------------------------
-    def begin(self, rec: launches.LaunchRecord, args: tuple, py_func) -> None:
+    def begin(self, rec: launch_hook.LaunchRecord, args: tuple, py_func) -> None:
         self.current = LaunchTrace(rec.kernel, rec.grid, rec.block)
         self.labels = {}
         names = _param_names(py_func, len(args))
@@ -107,7 +107,7 @@ class _Tracer:
                 self.labels.setdefault(id(_root(ary)), name)  # an array passed twice: first name
         self.trace.launches.append(self.current)
 
-    def end(self, rec: launches.LaunchRecord) -> None:
+    def end(self, rec: launch_hook.LaunchRecord) -> None:
         self.current = None
 
     # array access ---------------------------------------------------------------------
