@@ -264,6 +264,12 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
             leaderboard += entry
         else:
             raise KeyError(f"exercise {ex.name}: no check named {name!r}")
+    return _assemble(ex, submission, source, run, tests, hints.texts(), leaderboard, notes)
+
+
+def _assemble(ex: Exercise, submission: str, source: str, run: ChildRun, tests: list[TestResult],
+              hint_texts: list[str], leaderboard: list[dict[str, Any]], notes: list[str]) -> Grade:
+    """The grade of a submission whose checks ran: the sum, the summary line, the outcome and hints."""
     score = sum(t.score for t in tests)
     total = float(sum(t.max_score for t in tests))
     head = f"{score:g} / {total:g}"
@@ -271,8 +277,7 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
         head += f"\n{run.outcome}: {run.detail}"
     elif run.detail:
         head += f"\nnote: {run.detail}"
-    texts = hints.texts()
-    summary = head + ("" if not texts else "\nhints:\n" + "\n".join(f"- {h}" for h in texts))
+    summary = head + ("" if not hint_texts else "\nhints:\n" + "\n".join(f"- {h}" for h in hint_texts))
     return Grade(ex.name, submission, round(score, 3), total, "graded" if run.outcome == "ok" else run.outcome,
                  summary, tests, run.seconds, [{"name": "score", "value": round(score, 3)}, *leaderboard],
                  run.stdout, run.stderr, content_hash(source), BACKEND, protections(), notes)
@@ -313,16 +318,7 @@ def _grade_data(ex: Exercise, run: ChildRun, results: dict, counted: dict[str, f
         score = points * good / len(marks) if marks else 0.0
         tests.append(TestResult(name, round(score, 3), points, "passed" if marks and good == len(marks) else "failed",
                                 "\n".join(lines)))
-    score = sum(t.score for t in tests)
-    total = float(sum(t.max_score for t in tests))
-    head = f"{score:g} / {total:g}"
-    if run.outcome != "ok":
-        head += f"\n{run.outcome}: {run.detail}"
-    elif run.detail:
-        head += f"\nnote: {run.detail}"
-    return Grade(ex.name, submission, round(score, 3), total, "graded" if run.outcome == "ok" else run.outcome,
-                 head, tests, run.seconds, [{"name": "score", "value": round(score, 3)}], run.stdout, run.stderr,
-                 content_hash(source), BACKEND, protections(), [])
+    return _assemble(ex, submission, source, run, tests, [], [], [])
 
 
 def _races(ex: Exercise, run: ChildRun, results: dict, verdicts: dict, name: str, points: float,
