@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
-# Steps: env tests demo ncu profile ladder consumer polls pdl timeline demos notebooks grade render
+# Steps: env tests demo ncu profile ladder consumer polls pdl timeline demos notebooks grade grade-lessons
+#        probe render
 # (render needs no GPU: after copying $OUT's results into figures/data/ as NAME_h200.json, it redraws
 #  every figure in figures/ and rewrites the README's numbers from them)
 set -u
@@ -52,6 +53,22 @@ for step in "$@"; do
       for pair in fuse_chain:fuse_ block_sums:block_sums_ persistent_chain:persistent_ two_launches:two_launches_; do
         $py -m kernels_lab.cli grade ${pair%%:*} tests/submissions/${pair#*:}*.py --timeout 120 --workers 2 2>/dev/null
       done >> "$OUT/grades-gpu.txt"; grep -E "^[a-z_]+ - " "$OUT/grades-gpu.txt" ;;
+    grade-lessons)
+      # lessons 04 and 06's graded exercises, with the sandbox as it is on a GPU: the lesson solutions, the
+      # wrong answers of tests/submissions, and lesson 06's grouped-kernel answer (right, and without its wait)
+      sub=$(mktemp -d); cp tests/submissions/pdl_grouped_kernel.py "$sub/"
+      grep -v "grid_dependency_wait()  #" tests/submissions/pdl_grouped_kernel.py > "$sub/pdl_grouped_no_wait.py"
+      for pair in "group_switches:notebooks/06_launch_side_solution.ipynb tests/submissions/pdl_*.py $sub/*.py" \
+                  "fused_softmax:notebooks/04_reductions_solution.ipynb tests/submissions/softmax_*.py"; do
+        ex=${pair%%:*}
+        { echo "# command: ./benchmarks/h200.sh grade-lessons (kernels-lab grade $ex ... --timeout 60 --json); date: $(date -u +%FT%TZ)"
+          echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+          echo "# versions: $($py -m pip list 2>/dev/null | grep -iE '^(numba|numba-cuda|numpy|cuda-core) ' | tr -s ' ' | paste -sd,)"
+          $py -m kernels_lab.cli grade $ex ${pair#*:} --timeout 60 --workers 2 --json "$OUT/grades_$ex.json" 2>&1 | grep -v "^grading "
+        } > "$OUT/grades_${ex}_gpu.txt"; grep -E "^[a-z_]+ - |traffic|timeline|FAIL" "$OUT/grades_${ex}_gpu.txt" | head -30
+      done ;;
+    probe)
+      $py benchmarks/sandbox_probe.py 2>&1 | tee "$OUT/sandbox_probe2.txt" ;;
     render)
       KERNELS_LAB_BACKEND=sim $py benchmarks/render_figures.py && KERNELS_LAB_BACKEND=sim $py benchmarks/render_figures.py --check ;;
     *) echo "unknown step $step" ;;

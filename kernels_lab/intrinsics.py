@@ -39,11 +39,16 @@ if ON_SIMULATOR:
     def globaltimer():
         return _time.perf_counter_ns()
 
+    # The simulator runs one kernel at a time: every dependency is already met, so the two PDL
+    # instructions do nothing but count their calls (how the grader sees whether a student's
+    # kernel waits or triggers without PTX to read).
+    SIM_CALLS = {"wait": 0, "trigger": 0}
+
     def grid_dependency_wait():
-        pass  # the simulator runs one kernel at a time: every dependency is already met
+        SIM_CALLS["wait"] += 1
 
     def launch_dependents():
-        pass
+        SIM_CALLS["trigger"] += 1
 
     def _plain_load(a, i):
         return a[i]  # one coherent memory: every ordering of a scalar load is the same here

@@ -229,6 +229,63 @@ def _layout(sizes: Sequence[int]) -> Any:
     return types.SimpleNamespace(g=len(sizes), offsets_host=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
 
 
+# -- the grouped answer: one kernel of the student's instead of G members ------------------------
+
+GROUPED_SIGNATURE = "grouped(data, offsets, q, scales)"
+
+
+def is_kernel(value: Any) -> bool:
+    """A @cuda.jit object (a kernel, or a device function, which entry_problem then refuses)."""
+    return hasattr(value, "py_func") and hasattr(value, "__getitem__")
+
+
+def kernel_switches(kernel: Any) -> tuple[bool, bool]:
+    """(waits, triggers) of a kernel that has run: from its PTX on a GPU (griddepcontrol.wait /
+    .launch_dependents anywhere in it), from the calls its threads made on the simulator (read
+    and reset here). Either way it says whether the instruction is there, not where."""
+    from .runtime import ON_SIMULATOR
+    if ON_SIMULATOR:
+        from .intrinsics import SIM_CALLS
+        seen = dict(SIM_CALLS)
+        SIM_CALLS.update(wait=0, trigger=0)
+        return seen["wait"] > 0, seen["trigger"] > 0
+    ptx = "\n".join(kernel.inspect_asm().values())
+    return "griddepcontrol.wait" in ptx, "griddepcontrol.launch_dependents" in ptx
+
+
+def grouped_outputs(kernel: Any, sizes: Sequence[int], seed: int = 1) -> dict[str, Any]:
+    """Earlier kernel -> the student's grouped kernel (G blocks of quantize_group.BLOCK threads, the
+    PDL attribute set like every launch here) -> later kernel, once; as group_outputs, plus
+    "grouped": whether the kernel waits and triggers, or why it cannot be run."""
+    from .grading.child import entry_problem
+    from .runtime import ON_GPU, ON_SIMULATOR, cuda
+    from .workloads import quantize_group as qg
+    problem = entry_problem(kernel, "kernel", "the grouped kernel")
+    if problem:
+        return {"grouped": {"problem": problem}}
+    group = qg.Group(list(sizes))
+    group.reset(seed)
+    use_pdl = qg.pdl_available()[0]
+    g = group
+    launches = [(kernel, g.g, (g.data, g.offsets, g.q, g.scales)),
+                (qg.consumer_kernel, g.g, (g.q, g.offsets, g.scales, g.checksums, g.stamps, g.g + 1, 0))]
+    qg.producer_kernel[g.producer_grid, qg.BLOCK](g.data, g.seed, g.stamps)
+    if ON_SIMULATOR:
+        kernel_switches(kernel)  # zero the call counts: the producer and consumer make no PDL calls
+    if ON_GPU:
+        from .launch_paths import PreboundLaunch
+        for k, grid, args in launches:
+            PreboundLaunch(k, grid, qg.BLOCK, args, 0, programmatic_stream_serialization=use_pdl)()
+    else:
+        for k, grid, args in launches:
+            k[grid, qg.BLOCK](*args)
+    cuda.synchronize()
+    waits, triggers = kernel_switches(kernel)
+    return {"q": g.q.copy_to_host(), "scales": g.scales.copy_to_host(), "checksums": g.checksums.copy_to_host(),
+            "stamps": g.stamps.copy_to_host(), "pdl": use_pdl, "grouped": {"waits": waits, "triggers": triggers,
+                       "found_by": "the calls its threads made" if ON_SIMULATOR else "its PTX"}}
+
+
 # -- the lesson's check ------------------------------------------------------------------------
 
 CHECK_GROUPS = (1, 2, 3, 5, 8)
@@ -244,14 +301,14 @@ def check_switches(rule: Callable[[int], Sequence[Sequence[bool]]] | None, group
         raise AssertionError("define group_switches(g) first")
     if not callable(rule):
         raise AssertionError(f"group_switches must be a function of g, not {type(rule).__name__}")
+    if is_kernel(answer := _call(rule, len(run_sizes))):
+        return _check_grouped_answer(answer, run_sizes)
     failing: dict[int, list[Finding]] = {}
     for g in groups:
         try:
-            sw = _validate(rule(g), g)
+            sw = _validate(_call(rule, g), g)
         except ValueError as e:
             raise AssertionError(f"group_switches({g}): {e}") from None
-        except Exception as e:  # noqa: BLE001  (the student's code: say what it raised)
-            raise AssertionError(f"group_switches({g}) raised {type(e).__name__}: {e}") from None
         if found := findings(sw):
             failing[g] = found
     if failing:
@@ -275,6 +332,30 @@ def check_switches(rule: Callable[[int], Sequence[Sequence[bool]]] | None, group
     return (f"group_switches: right for G = {', '.join(map(str, groups))}: the first member waits before it reads, "
             f"the later kernel launches only after every member has ended, and every boundary can overlap; "
             f"a group of {len(run_sizes)} ran {how}: every tensor right")
+
+
+def _call(rule: Callable[[int], Any], g: int) -> Any:
+    try:
+        return rule(g)
+    except Exception as e:  # noqa: BLE001  (the student's code: say what it raised)
+        raise AssertionError(f"group_switches({g}) raised {type(e).__name__}: {e}") from None
+
+
+def _check_grouped_answer(kernel: Any, sizes: Sequence[int]) -> str:
+    """check_switches for an answer that is one grouped kernel: the rules of a group of one, one run."""
+    from .workloads import quantize_group as qg
+    ran = grouped_outputs(kernel, sizes)
+    checks = SwitchesJudge._grouped_rules(len(sizes), ran["grouped"])
+    if checks is None:
+        raise AssertionError(f"group_switches returned a kernel that cannot be run: {ran['grouped']['problem']}")
+    (_, rules_ok, rules_msg), _ = checks
+    if not rules_ok:
+        raise AssertionError(f"group_switches: {rules_msg}")
+    problem = qg.check(_layout(sizes), {**ran, "data": producer_data(sizes, 1)})
+    if problem is not None:
+        raise AssertionError(f"group_switches: the grouped kernel ran {len(sizes)} tensors wrong: {problem}")
+    return (f"group_switches: one grouped kernel that waits before it reads and does not trigger; "
+            f"{len(sizes)} tensors of {', '.join(map(str, sizes))} elements: every tensor right")
 
 
 # -- lesson 06's other checks -------------------------------------------------------------------
@@ -359,7 +440,8 @@ def check_grouped(kernel: Any, sizes: Sequence[int] = GROUPED_SIZES, blocks: Seq
 
 # -- the grader's judge of exercise group_switches (an Exercise of kind "data") ---------------------
 
-RULES, OVERLAP, RUN = "rules (no early read)", "overlap kept", "correct group run"
+RULES, OVERLAP, RUN, TIMELINE = ("rules (no early read)", "overlap kept", "correct group run",
+                                  "overlap on the timeline")
 SIM_NOTE = ("the simulator has no PDL: this run checks the kernels, not the overlap; the rules check above is what "
             "grades the placement")
 
@@ -388,18 +470,41 @@ def _cut(items: Sequence[str], most: int = 1) -> str:
     return "; ".join(items[:most]) + (f" (and {len(items) - most} more at this G)" if len(items) > most else "")
 
 
+def timeline_overlap(stamps: Any) -> list[tuple[int, float]]:
+    """Per boundary k = 1 .. G-1 of one run: (k, us from member k-1's end to member k's start of work);
+    negative when member k was already working while member k-1 ran (rows: the earlier kernel,
+    the members, the later kernel; columns: first block start, last block end, work start)."""
+    import numpy as np
+    st = np.asarray(stamps, np.int64)
+    return [(k, (int(st[k + 1, 2]) - int(st[k, 1])) / 1e3) for k in range(1, st.shape[0] - 2)]
+
+
 class SwitchesJudge:
     """Grades `group_switches(g)` (lesson 06, exercise 1) for the grader (grading/grade.py, kind "data").
+
+    The answer for a group of g is either the g members' (wait, trigger, order) switches, or one
+    grouped kernel of the student's, `grouped(data, offsets, q, scales)`, that quantizes all g tensors
+    (block t quantizes tensor t), launched with the PDL attribute like every launch here: as a group of
+    one it must wait before it reads and must not trigger.
 
     A case is Case(Size(n=elements, g=members), seed):
       job(case)              parent: what the child calls the entry with (the argument G) and runs
       run(value, job)        child: one run of the group with the returned switches (group_outputs)
-      score(case, job, got)  parent: [(check, ok, message)]: the rules (pdl_rules.findings), the
-                             overlap (only where the rules hold), and the run against the float64
-                             reference of what the earlier kernel wrote (recomputed here): a wrong
-                             run always costs, a right one earns only where the rules hold
+                             or the returned kernel (grouped_outputs)
+      score(case, job, got)  parent: [(check, ok, message)]: the rules (findings), the overlap (only
+                             where the rules hold), the run against the float64 reference of what the
+                             earlier kernel wrote (recomputed here): a wrong run always costs, a right
+                             one earns only where the rules hold; on a GPU with PDL, the timeline: did
+                             each member start its work before the member before it ended
                              (ok None: not counted in that case)
+      not_counted(check)     why a check does not count on this machine (None: it counts)
     """
+
+    def not_counted(self, check: str) -> str | None:
+        from .workloads import quantize_group as qg
+        if check == TIMELINE and not qg.pdl_available()[0]:
+            return f"the timeline shows PDL's overlap only on a GPU with PDL ({qg.pdl_available()[1]}); not counted here"
+        return None
 
     def job(self, case: Any) -> dict[str, Any]:
         g, n = case.size["g"], case.size["n"]
@@ -409,37 +514,38 @@ class SwitchesJudge:
                 "about": f"G = {g} (tensors of {shown} elements, seed {case.seed})"}
 
     def run(self, value: Any, job: dict[str, Any]) -> dict[str, Any]:
+        if is_kernel(value):
+            return grouped_outputs(value, job["sizes"], job["seed"])
         out = group_outputs(value, job["sizes"], job["seed"])
-        return {k: out[k] for k in ("q", "scales", "checksums", "pdl")}
+        return {k: out[k] for k in ("q", "scales", "checksums", "stamps", "pdl")}
 
     def score(self, case: Any, job: dict[str, Any], got: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         from .runtime import ON_SIMULATOR
         from .workloads import quantize_group as qg
         g = job["argument"]
-        try:
-            sw = _validate(got.get("value"), g)
-        except ValueError as e:
-            why = f"group_switches({g}): {e}"
-            return [(RULES, False, why), (OVERLAP, None, why), (RUN, False, why)]
-        found = findings(sw)
-        early = [f.message for f in found if f.kind == "too early"]
-        serial = [f.message for f in found if f.kind == "serial"]
-        rules = (RULES, not early, f"G = {g}: {_cut(early)}" if early else
-                 "no member reads too early: the first member waits before it reads, and the later kernel "
-                 "launches only after every member has ended")
-        if early:
-            overlap = (OVERLAP, None, "not checked where a member may read too early: fix those first")
-        else:
-            overlap = (OVERLAP, not serial, f"G = {g}: {_cut(serial)}" if serial else
-                       "every boundary of the group can overlap")
         ran, error = got.get("ran"), got.get("run_error")
-        pdl = bool(ran and ran.get("pdl") is True)
+        grouped = ran.get("grouped") if isinstance(ran, dict) else None
+        if isinstance(grouped, dict):
+            checks = self._grouped_rules(g, grouped)
+        else:
+            try:
+                sw = _validate(got.get("value"), g)
+            except ValueError as e:
+                why = f"group_switches({g}): {e}"
+                return [(RULES, False, why), (OVERLAP, None, why), (RUN, False, why), (TIMELINE, None, why)]
+            checks = self._switch_rules(g, sw)
+        if checks is None:  # a grouped kernel that could not be run (not a kernel, not the student's)
+            why = f"group_switches({g}) returned a kernel that cannot be graded: {grouped['problem']}"
+            return [(RULES, False, why), (OVERLAP, None, why), (RUN, False, why), (TIMELINE, None, why)]
+        rules, overlap = checks
+        early = rules[1] is False
+        pdl = bool(isinstance(ran, dict) and ran.get("pdl") is True)
         how = "run with PDL on this GPU" if pdl else (SIM_NOTE if ON_SIMULATOR else
                                                       f"plain launches: {qg.pdl_available()[1]}")
         if error or not isinstance(ran, dict):
             e = error or {"type": "NoRun", "message": "the child returned no run"}
-            return [rules, overlap, (RUN, False, f"{job['about']}: the run failed: {e.get('type')}: "
-                                                 f"{str(e.get('message'))[:300]}")]
+            why = f"{job['about']}: the run failed: {e.get('type')}: {str(e.get('message'))[:300]}"
+            return [rules, overlap, (RUN, False, why), (TIMELINE, None, why)]
         try:
             problem = qg.check(_layout(job["sizes"]), {**ran, "data": producer_data(job["sizes"], job["seed"])})
         except (KeyError, TypeError, ValueError, IndexError) as e:  # a report that is not the run's
@@ -451,7 +557,62 @@ class SwitchesJudge:
                               f"({how})")
         else:
             run = (RUN, True, f"every tensor, scale and checksum right ({how})")
-        return [rules, overlap, run]
+        return [rules, overlap, run, self._timeline(g, ran, grouped, credited=run[1] is True and overlap[1] is not None)]
+
+    @staticmethod
+    def _switch_rules(g: int, sw: list[Switches]) -> tuple[tuple, tuple]:
+        found = findings(sw)
+        early = [f.message for f in found if f.kind == "too early"]
+        serial = [f.message for f in found if f.kind == "serial"]
+        rules = (RULES, not early, f"G = {g}: {_cut(early)}" if early else
+                 "no member reads too early: the first member waits before it reads, and the later kernel "
+                 "launches only after every member has ended")
+        if early:
+            return rules, (OVERLAP, None, "not checked where a member may read too early: fix those first")
+        return rules, (OVERLAP, not serial, f"G = {g}: {_cut(serial)}" if serial else
+                       "every boundary of the group can overlap")
+
+    @staticmethod
+    def _grouped_rules(g: int, grouped: dict[str, Any]) -> tuple[tuple, tuple] | None:
+        if grouped.get("problem"):
+            return None
+        early = []
+        if not grouped.get("waits"):
+            early.append(f"G = {g}: the grouped kernel does not wait (no grid_dependency_wait()): launched with the "
+                         f"PDL attribute, it may start before {EARLIER}'s writes are visible and read them too early; "
+                         f"wait before the first read")
+        if grouped.get("triggers"):
+            early.append(f"G = {g}: the grouped kernel triggers (launch_dependents()): {LATER}, which does not wait, "
+                         f"may launch while its blocks still write; as the last (and only) member it must not trigger")
+        rules = (RULES, not early, "; ".join(early) if early else
+                 "one grouped kernel that waits before it reads and does not trigger (found by "
+                 + str(grouped.get("found_by", "?")) + "; where the wait stands is checked by the run)")
+        if early:
+            return rules, (OVERLAP, None, "not checked where the kernel may read too early: fix that first")
+        return rules, (OVERLAP, True, "one grouped kernel: no boundaries inside the group, its blocks run side by side")
+
+    def _timeline(self, g: int, ran: dict[str, Any], grouped: Any, credited: bool) -> tuple[str, bool | None, str]:
+        """On a GPU with PDL: each member's start of work against the end of the member before it."""
+        if self.not_counted(TIMELINE):
+            return TIMELINE, None, self.not_counted(TIMELINE)
+        if not credited:
+            return TIMELINE, None, "not measured where the rules or the run failed"
+        if isinstance(grouped, dict):
+            return TIMELINE, True, "one grouped kernel: no boundary to overlap"
+        if g == 1:
+            return TIMELINE, None, "G = 1: no boundary inside the group"
+        try:
+            gaps = timeline_overlap(ran["stamps"])
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            return TIMELINE, False, f"G = {g}: the run's timeline cannot be read ({type(e).__name__}: {e})"
+        late = [(k, gap) for k, gap in gaps if gap >= 0]
+        if late:
+            k, gap = late[0]
+            return TIMELINE, False, (f"G = {g}: quantize[{k}] began its work {gap:.1f} us after quantize[{k - 1}] ended "
+                                     f"(%globaltimer stamps): no overlap at {len(late)} of {len(gaps)} boundaries")
+        k, gap = max(gaps, key=lambda kg: kg[1])
+        return TIMELINE, True, (f"G = {g}: every member began its work while the member before it still ran "
+                                f"(the least: quantize[{k}], {-gap:.1f} us before quantize[{k - 1}] ended)")
 
 
 GROUP_SWITCHES = SwitchesJudge()

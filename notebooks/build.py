@@ -2,8 +2,8 @@
 
     notebooks/lessons/NN_topic.py       the source: edit this one
     notebooks/NN_topic.ipynb            the exercise notebook: stubs, no outputs
-    notebooks/NN_topic_solution.ipynb   the solution notebook: solutions; its outputs are kept
-                                        while its cells' sources are unchanged (it is executed
+    notebooks/NN_topic_solution.ipynb   the solution notebook: solutions; a cell's outputs are kept
+                                        while its source is unchanged (it is executed
                                         on a GPU: benchmarks/h200.sh notebooks)
 
 The source convention (Jupytext's percent format; notebooks/README.md has an example):
@@ -79,6 +79,22 @@ def cells_of(nb: dict[str, Any]) -> list[tuple[str, str]]:
     return [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
 
 
+def keep_outputs(built: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """`built` with the outputs (and execution records) of `old`'s cells that have the same type and
+    source, matched in order: editing one cell does not throw away the GPU outputs of the others."""
+    by_source: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for c in old["cells"]:
+        by_source.setdefault((c["cell_type"], "".join(c["source"])), []).append(c)
+    cells = []
+    for c in built["cells"]:
+        same = by_source.get((c["cell_type"], "".join(c["source"])))
+        if same and c["cell_type"] == "code":
+            prior = same.pop(0)
+            c = {**c, **{k: prior[k] for k in ("outputs", "execution_count", "metadata")}}
+        cells.append(c)
+    return json.loads(json.dumps({**built, "cells": cells}, sort_keys=True))  # key order as an executed one has
+
+
 def _dump(nb: dict[str, Any]) -> str:
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
@@ -108,8 +124,9 @@ def main(argv: list[str]) -> int:
             outdated += todo
             continue
         ex.write_text(_dump(build(lesson, False)))
-        if sol in todo or force:  # an executed solution keeps its outputs while its sources are unchanged
-            sol.write_text(_dump(build(lesson, True)))
+        if sol in todo or force:  # an executed solution keeps the outputs of the cells whose sources are unchanged
+            sol.write_text(_dump(build(lesson, True) if force or not sol.exists() else
+                                 keep_outputs(build(lesson, True), json.loads(sol.read_text()))))
         for path in todo:
             print(f"wrote {path.relative_to(HERE.parent)}")
     if check and outdated:

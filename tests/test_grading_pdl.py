@@ -19,14 +19,18 @@ from kernels_lab.grading.grade import _grade_data, counted_checks, grade, max_sc
 from kernels_lab.grading.sandbox import ChildRun, build_cases, load_judge
 from kernels_lab.lessons import solution_source
 from kernels_lab.runtime import ON_SIMULATOR
+from kernels_lab.workloads.quantize_group import pdl_available
 from sources import SUBMISSIONS
 
 EX = get_exercise("group_switches")
-RULES, OVERLAP, RUN = pdl_rules.RULES, pdl_rules.OVERLAP, pdl_rules.RUN
+RULES, OVERLAP, RUN, TIMELINE = pdl_rules.RULES, pdl_rules.OVERLAP, pdl_rules.RUN, pdl_rules.TIMELINE
+GROUPED = (SUBMISSIONS / "pdl_grouped_kernel.py").read_text()
+WAIT_LINE = "    grid_dependency_wait()  # the earlier kernel's writes are visible from here on\n"
 
 
-def _grade(name):
-    source = solution_source("group_switches") if name == "solution" else (SUBMISSIONS / f"{name}.py").read_text()
+def _grade(name, source=None):
+    if source is None:
+        source = solution_source("group_switches") if name == "solution" else (SUBMISSIONS / f"{name}.py").read_text()
     return grade(EX, source, name, compile_gate=False, timeout_s=30)
 
 
@@ -47,7 +51,9 @@ def _in_process(entry, name):
 
 def test_the_exercise_is_declared_with_one_maximum():
     assert EX.kind == "data" and EX.lesson == "06" and EX.variant == "pdl" and EX.workload == "quantize_group"
-    assert counted_checks(EX) == {RULES: 4.0, OVERLAP: 2.0, RUN: 3.0} and max_score(EX) == EX.max_score == 9
+    timeline = 1.0 if pdl_available()[0] else 0.0  # the timeline counts on a GPU with PDL only
+    assert counted_checks(EX) == {RULES: 4.0, OVERLAP: 2.0, RUN: 3.0, TIMELINE: timeline}
+    assert max_score(EX) == 9 + timeline and EX.max_score == 10
     cases = build_cases(EX)
     assert [c["job"]["argument"] for c in cases] == [1, 2, 3, 8] and len({c["job"]["seed"] for c in cases}) == 4
     for c in cases:  # the first tensor is much the largest: it outlasts the others on a GPU
@@ -73,11 +79,11 @@ def test_the_judge_names_a_bad_value_and_a_wrong_run():
     def score(got):
         return {name: (ok, msg) for name, ok, msg in judge.score(case, job, got)}
     short = score({"value": [[True, True, False]] * 2})
-    assert [ok for ok, _ in short.values()] == [False, None, False]
+    assert [ok for ok, _ in short.values()] == [False, None, False, None]
     assert "2 tuples for a group of G = 3" in short[RULES][1]
     right = pdl_rules.group_switches_by_the_rules(3)
     ran = judge.run(right, job)
-    assert [ok for ok, _ in score({"value": right, "ran": ran}).values()] == [True, True, True]
+    assert [ok for ok, _ in score({"value": right, "ran": ran}).values()][:3] == [True, True, True]
     # a later kernel that read tensor 1 too early: its checksum does not match the values written
     early = score({"value": right, "ran": {**ran, "checksums": ran["checksums"] * np.float32([1, -1, 1])}})
     assert early[RUN][0] is False and "tensor 1: consumer checksum" in early[RUN][1]
@@ -89,15 +95,68 @@ def test_an_entry_that_raises_fails_every_check_of_that_case_only():
             raise RuntimeError("no idea for eight")
         return pdl_rules.group_switches_by_the_rules(g)
     g = _in_process(group_switches, "raises")
-    assert _scores(g) == {RULES: 3.0, OVERLAP: 1.5, RUN: 2.25} and g.max_score == 9
+    assert {k: v for k, v in _scores(g).items() if k != TIMELINE} == {RULES: 3.0, OVERLAP: 1.5, RUN: 2.25}
+    assert g.max_score == max_score(EX)
     assert "group_switches(8): RuntimeError: no idea for eight" in _out(g, RULES)
 
 
 def test_the_lesson_solution_gets_full_marks():
     g = _grade("solution")
-    assert g.outcome == "graded" and g.score == g.max_score == 9, report.text(g)
+    assert g.outcome == "graded" and g.score == g.max_score == max_score(EX), report.text(g)
     if ON_SIMULATOR:
         assert pdl_rules.SIM_NOTE in _out(g, RUN)
+        assert "on a GPU with PDL" in _out(g, TIMELINE)
+
+
+def test_a_grouped_kernel_answer_gets_full_marks():
+    g = _grade("grouped", GROUPED)
+    assert g.outcome == "graded" and g.score == g.max_score == max_score(EX), report.text(g)
+    assert "one grouped kernel that waits before it reads and does not trigger" in _out(g, RULES)
+    assert "no boundaries inside the group" in _out(g, OVERLAP)
+
+
+# a grouped kernel that breaks one of the rules of a group of one: the rules and the overlap earn nothing
+GROUPED_WRONG = [
+    ("no_wait", GROUPED.replace(WAIT_LINE, ""), "the grouped kernel does not wait"),
+    ("triggers", GROUPED.replace(WAIT_LINE, WAIT_LINE + "    launch_dependents()\n").replace(
+        "import grid_dependency_wait", "import grid_dependency_wait, launch_dependents"), "the grouped kernel triggers"),
+]
+
+
+@pytest.mark.parametrize("name,source,said", GROUPED_WRONG, ids=[w[0] for w in GROUPED_WRONG])
+def test_a_grouped_kernel_that_breaks_a_rule_loses_the_rules(name, source, said):
+    assert source != GROUPED
+    g = _grade(name, source)
+    assert g.outcome == "graded" and said in _out(g, RULES), report.text(g)
+    got = _scores(g)
+    assert got[RULES] == got[OVERLAP] == 0 and g.score < g.max_score, report.text(g)
+    if ON_SIMULATOR:
+        assert got[RUN] == 0 and "not credited where a member may read too early" in _out(g, RUN), report.text(g)
+
+
+def test_a_grouped_answer_must_be_the_students_kernel():
+    def group_switches(g):
+        from kernels_lab.workloads.quantize_group import grouped_quantize_kernel
+        return grouped_quantize_kernel  # the project's own kernel: a copied reference
+    g = _in_process(group_switches, "copied")
+    assert g.score == 0 and "not in your submission" in _out(g, RULES), report.text(g)
+
+
+def test_the_timeline_tells_overlap_from_a_serial_group():
+    judge = load_judge(EX)
+    us = 1000  # stamps are ns
+    # rows: earlier kernel, members 0..2, later kernel; columns: first start, last end, start of work
+    overlapped = np.array([[0, 10, 0], [5, 900, 12], [20, 905, 25], [30, 910, 31], [911, 950, 0]]) * us
+    serial = overlapped.copy()
+    serial[2, 2] = 903 * us  # member 1 works only after member 0 ended
+    assert [k for k, gap in pdl_rules.timeline_overlap(overlapped) if gap >= 0] == []
+    assert [k for k, gap in pdl_rules.timeline_overlap(serial) if gap >= 0] == [1]
+    ok, msg = judge._timeline(3, {"stamps": serial}, None, credited=True)[1:]
+    if judge.not_counted(TIMELINE):
+        assert ok is None and "on a GPU with PDL" in msg
+    else:
+        assert ok is False and "quantize[1] began its work 3.0 us after quantize[0] ended" in msg
+        assert judge._timeline(3, {"stamps": overlapped}, None, credited=True)[1] is True
 
 
 # (submission, scores on the simulator, what the rules' feedback must say: the member that reads too early
@@ -118,13 +177,13 @@ WRONG = [
 @pytest.mark.parametrize("name,scores,said", WRONG, ids=[w[0] for w in WRONG])
 def test_wrong_placements_lose_exactly_their_points_and_name_the_member(name, scores, said):
     g = _grade(name)
-    assert g.outcome == "graded" and g.max_score == 9, report.text(g)
+    assert g.outcome == "graded" and g.max_score == max_score(EX), report.text(g)
     check, *phrases = said
     assert all(p in _out(g, check) for p in phrases), report.text(g)
     got = _scores(g)
     assert {k: got[k] for k in (RULES, OVERLAP)} == {k: scores[k] for k in (RULES, OVERLAP)}, report.text(g)
     if ON_SIMULATOR:  # plain launches: right whatever the switches, credited only where the rules hold
-        assert got == scores and g.score == sum(scores.values()), report.text(g)
+        assert got == {**scores, TIMELINE: 0} and g.score == sum(scores.values()), report.text(g)
         assert pdl_rules.SIM_NOTE in _out(g, RUN)
     if not scores[RULES]:
         assert "not checked where a member may read too early" in _out(g, OVERLAP)
@@ -139,14 +198,23 @@ def test_the_untouched_stub_earns_nothing():
     namespace = {}
     exec(stub, namespace)  # in this process: the judge's own runs, without a child (the other tests have one)
     g = _in_process(namespace["group_switches"], "stub")
-    assert g.outcome == "graded" and g.score == 0 and g.max_score == 9, report.text(g)
+    assert g.outcome == "graded" and g.score == 0 and g.max_score == max_score(EX), report.text(g)
     assert "G = 1: quantize[0] does not wait" in _out(g, RULES)
 
 
 @pytest.mark.gpu
 def test_on_a_gpu_with_pdl_the_run_uses_pdl():
-    from kernels_lab.workloads.quantize_group import pdl_available
     g = _grade("solution")
-    assert g.score == 9, report.text(g)
+    assert g.score == g.max_score == max_score(EX), report.text(g)
     if pdl_available()[0]:
-        assert "run with PDL on this GPU" in _out(g, RUN)
+        assert g.max_score == 10 and "run with PDL on this GPU" in _out(g, RUN)
+        assert "every member began its work while the member before it still ran" in _out(g, TIMELINE)
+
+
+def test_the_lesson_check_takes_a_grouped_kernel_too():
+    namespace = {"cuda": __import__("kernels_lab.runtime", fromlist=["cuda"]).cuda, "np": np}
+    exec(GROUPED, namespace)
+    assert "one grouped kernel that waits" in pdl_rules.check_switches(namespace["group_switches"])
+    exec(GROUPED.replace(WAIT_LINE, ""), namespace)
+    with pytest.raises(AssertionError, match="the grouped kernel does not wait"):
+        pdl_rules.check_switches(namespace["group_switches"])

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 SUBMISSION_FILE = "<submission>"
-ALLOWED_IMPORTS = ("kernels_lab.runtime",)  # what a submission may import from kernels_lab
+# what a submission may import from kernels_lab: the back-end, and the device operations numba
+# lacks (griddepcontrol for lesson 06's grouped answer, the 16-byte loads); no solutions live there
+ALLOWED_IMPORTS = ("kernels_lab.runtime", "kernels_lab.intrinsics")
 
 
 def _describe(exc: BaseException) -> dict:
@@ -202,7 +204,7 @@ def _guard_imports() -> None:
                 and not any(name == a or name.startswith(a + ".") for a in ALLOWED_IMPORTS):
             raise ImportError(f"a submission may not import {name}: the grader and the exercises' reference "
                               f"solutions live in kernels_lab (cuda, np and math are already defined for you; "
-                              f"kernels_lab.runtime is allowed)")
+                              f"kernels_lab.runtime and kernels_lab.intrinsics are allowed)")
         return original(name, globals, locals, fromlist, level)
     builtins.__import__ = guarded
 
@@ -305,12 +307,13 @@ def run_data_case(entry, judge, case: dict, name: str) -> dict:
         result["entry_problem"] = result["error"] = {"type": "TypeError", "where": "", "message": problem}
         return result
     try:
-        result["value"] = _plain(entry(case["job"]["argument"]))
+        value = entry(case["job"]["argument"])
+        result["value"] = _plain(value)
     except (Exception, SystemExit) as e:  # noqa: BLE001  (a failing call is a graded outcome)
         result["error"] = _describe(e)
         return result
-    try:
-        result["ran"] = judge.run(result["value"], case["job"])
+    try:  # the judge gets the value itself (it may be a kernel); the report carries its plain form
+        result["ran"] = judge.run(value, case["job"])
     except (Exception, SystemExit) as e:  # noqa: BLE001
         result["run_error"] = _describe(e)
     return result

@@ -88,6 +88,8 @@ def counted_checks(ex: Exercise, compile_gate: bool = True, sanitizers: bool = T
             on = compile_gate and ex.kind == "kernel" and gate_module.available()[0]
         elif name == RACE:
             on = ON_SIMULATOR or (sanitizers and find_sanitizer() is not None)
+        elif ex.kind == "data":  # the judge knows which of its checks this machine can make
+            on = _judge_skips(ex, name) is None
         else:
             on = True
         counted[name] = float(points) if on else 0.0
@@ -98,7 +100,15 @@ def max_score(ex: Exercise, compile_gate: bool = True, sanitizers: bool = True) 
     return float(sum(counted_checks(ex, compile_gate, sanitizers).values()))
 
 
-def not_counted_reason(name: str, compile_gate: bool = True, sanitizers: bool = True) -> str:
+def _judge_skips(ex: Exercise, name: str) -> str | None:
+    """Why the judge of a "data" exercise does not count this check here (None: it counts)."""
+    return getattr(sandbox.load_judge(ex), "not_counted", lambda _: None)(name)
+
+
+def not_counted_reason(name: str, compile_gate: bool = True, sanitizers: bool = True,
+                       ex: Exercise | None = None) -> str:
+    if ex is not None and ex.kind == "data" and _judge_skips(ex, name):
+        return _judge_skips(ex, name)
     if name == "speed":
         return "speed is measured on a GPU only; not counted here"
     if name == GATE:
@@ -306,7 +316,7 @@ def _grade_data(ex: Exercise, run: ChildRun, results: dict, counted: dict[str, f
     tests = []
     for name, points in ex.points.items():
         if not counted[name]:
-            tests.append(TestResult(name, 0, 0, "skipped", not_counted_reason(name)))
+            tests.append(TestResult(name, 0, 0, "skipped", not_counted_reason(name, ex=ex)))
             continue
         marks = [(ok, m) for ok, m in seen[name] if ok is not None]
         good = sum(1 for ok, _ in marks if ok)
@@ -369,9 +379,16 @@ def _traffic(ex: Exercise, source: str, run: ChildRun, right: list, results: dic
             return TestResult(name, 0, points, "failed", f"the traffic trace (on the simulator) did not run: "
                                                          f"{sim.outcome}: {sim.detail}")
         got = {c["id"]: c for c in sim.report["cases"] if isinstance(c, dict)}
+        verdicts = {c["id"]: case_verdict(ex, c, got[c["id"]]) for c in cases if c["id"] in got}
         rows = [(c, got[c["id"]]["bytes"]) for c in cases if c["id"] in got and got[c["id"]].get("bytes") is not None
-                and case_verdict(ex, c, got[c["id"]])["ok"]]
+                and verdicts[c["id"]]["ok"]]
         where = " (traced on the simulator)"
+        if not rows:  # right on the GPU but not traced right: say what the simulator's runs did
+            why = next((v["why"] for v in verdicts.values() if not v["ok"]), None) or \
+                (f"{sim.outcome}: {sim.detail}" if sim.outcome != "ok" else
+                 f"{len(got)} of {len(cases)} run(s) reported, none with traced bytes")
+            return TestResult(name, 0, points, "failed", f"the traffic trace (on the simulator) has no right run to "
+                                                         f"count: {why}")
     over = [(c, b) for c, b in rows if traffic_problem(ex, c["case"].size, b)]
     if over:
         c, b = over[0]
@@ -440,7 +457,7 @@ def failed_grade(ex: Exercise, submission: str, outcome: str, detail: str, *, se
     counted = counted_checks(ex, compile_gate, sanitizers)
     text = f"{outcome}: {detail}\n{_ADVICE.get(outcome, '')}".rstrip()
     tests = [TestResult(name, 0, counted[name], "failed", text) if counted[name] else
-             TestResult(name, 0, 0, "skipped", not_counted_reason(name, compile_gate, sanitizers))
+             TestResult(name, 0, 0, "skipped", not_counted_reason(name, compile_gate, sanitizers, ex))
              for name in ex.points]
     notes = [detail] if outcome == "grader_error" else []
     return Grade(ex.name, submission, 0.0, float(sum(counted.values())), outcome, text, tests, seconds,

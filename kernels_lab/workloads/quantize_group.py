@@ -29,7 +29,8 @@ How the G launches are paid for, variant by variant:
                  when the last member is the longest, wrong when an earlier one outlasts it.
 
 Every block stamps its start and end with %globaltimer into a timeline array, so the launch
-gaps, the PDL overlap and the graph replay can be drawn without Nsight Systems.
+gaps, the PDL overlap and the graph replay can be drawn without Nsight Systems; a member also
+stamps when its work began (after its start wait), which the graded exercise's timeline reads.
 The simulator and GPUs below compute capability 9.0 have no PDL: the pdl variants say so once
 and run as plain launches there.
 """
@@ -74,6 +75,14 @@ def make_sizes(g: int, rng: np.random.Generator, small: int, large: int) -> list
 def _stamp_start(stamps, k):
     if cuda.threadIdx.x == 0:
         cuda.atomic.min(stamps, (k, 0), globaltimer())
+
+
+@cuda.jit(device=True, inline=True)
+def _stamp_body(stamps, k):
+    # when the member's work began: after its start wait, if it has one (column 0 is when its
+    # block became resident, which for a member that waits is earlier)
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.min(stamps, (k, 2), globaltimer())
 
 
 @cuda.jit(device=True, inline=True)
@@ -123,6 +132,7 @@ def make_quantize_kernel(wait: bool, trigger: bool, order: bool):
             grid_dependency_wait()  # the unknown earlier kernel's results are visible after this
         if trigger:
             launch_dependents()     # the next group member has no data dependency on this one
+        _stamp_body(stamps, k)
         quantize_one(data, offsets, t, q, scales, absmax_sh)
         if order:
             grid_dependency_wait()  # finish after the member before: completions stay in order
@@ -215,7 +225,8 @@ class Group:
                 raise ValueError(f"{name}: needs {np.dtype(dtype)} of shape ({shape},), got {given.dtype} {given.shape}")
         self.offsets = cuda.to_device(self.offsets_host)
         self.checksums = cuda.device_array(self.g, np.float32)
-        self.stamps = cuda.device_array((self.g + 2, 2), np.int64)
+        # per kernel: first block start, last block end, first member body start (after its wait)
+        self.stamps = cuda.device_array((self.g + 2, 3), np.int64)
         self.producer_grid = min(4 * max(1, device_facts().sm_count), -(-n // BLOCK))
 
     def timeline(self, stamps: np.ndarray, variant: str) -> list[dict[str, Any]]:
@@ -225,8 +236,8 @@ class Group:
         return spans(stamps, [PRODUCER, *[f"quantize[{t}]" for t in range(self.g)], CONSUMER])
 
     def reset(self, seed: int) -> None:
-        stamps = np.zeros((self.g + 2, 2), np.int64)
-        stamps[:, 0] = np.iinfo(np.int64).max
+        stamps = np.zeros((self.g + 2, 3), np.int64)
+        stamps[:, [0, 2]] = np.iinfo(np.int64).max
         self.stamps.copy_to_device(stamps)
         self.q.copy_to_device(np.full(self.q.shape, -128, np.int8))  # poison: never a quantized value
         self.seed = np.int64(seed)
@@ -363,7 +374,7 @@ def check(group: Group, out: dict[str, Any]) -> str | None:
 
 def spans(stamps: np.ndarray, names: Sequence[str]) -> list[dict[str, Any]]:
     """Block stamps -> one span per kernel, in us from the earliest start."""
-    rows = [(n, int(s), int(e)) for n, (s, e) in zip(names, stamps)]
+    rows = [(n, int(row[0]), int(row[1])) for n, row in zip(names, stamps)]
     t0 = min(s for _, s, _ in rows)
     out = []
     for name, s, e in rows:
@@ -410,22 +421,23 @@ def _group_outputs(size: Size):
     return {"q": ((size.n,), np.int8), "scales": ((len(group_sizes(size.n)),), np.float32)}
 
 
-def _member_bytes(size: int, kernel: str) -> KernelLaunch:
+def _member_bytes(size: int, kernel: str, stamps: int) -> KernelLaunch:
     # data read twice (absmax, then quantize), q written once, one scale; every thread reads the
-    # tensor's two offsets; thread 0's two %globaltimer stamps are atomics (read + write each)
-    return KernelLaunch(kernel, 1, BLOCK, bytes_read=8 * size + 16 * BLOCK + 16, bytes_written=size + 4 + 16)
+    # tensor's two offsets; thread 0's %globaltimer stamps are 8-byte atomics (read + write each)
+    return KernelLaunch(kernel, 1, BLOCK, bytes_read=8 * size + 16 * BLOCK + 8 * stamps,
+                        bytes_written=size + 4 + 8 * stamps)
 
 
 def _group_plan(variant: str):
     def plan(size: Size) -> Plan:
         sizes = group_sizes(size.n)
         if variant == "grouped":
-            one = [_member_bytes(s, "grouped_quantize_kernel") for s in sizes]
+            one = [_member_bytes(s, "grouped_quantize_kernel", stamps=2) for s in sizes]
             return Plan((KernelLaunch("grouped_quantize_kernel", len(sizes), BLOCK, sum(k.bytes_read for k in one),
                                       sum(k.bytes_written for k in one)),))
         switches = pdl_switches(len(sizes)) if variant in ("pdl", "graph_pdl") and pdl_available()[0] else \
             [(False, False, False)] * len(sizes)
-        return Plan(tuple(_member_bytes(s, QUANTIZE[sw].py_func.__name__) for s, sw in zip(sizes, switches)))
+        return Plan(tuple(_member_bytes(s, QUANTIZE[sw].py_func.__name__, stamps=3) for s, sw in zip(sizes, switches)))
     return plan
 
 
@@ -459,8 +471,9 @@ for _name, _pattern, _about in (
 # -- lesson 06's exercise 1 as a graded exercise: the student returns the switches ---------------
 # Each case is one group of g members, n elements together, the first tensor the largest
 # (pdl_rules.case_sizes); the judge (pdl_rules.SwitchesJudge) checks the rules for that G, and the
-# grader's child runs the group with the returned switches (with PDL on a GPU of compute
-# capability >= 9.0; plain launches on the simulator).
+# grader's child runs the group with the returned switches, or the returned grouped kernel (with
+# PDL on a GPU of compute capability >= 9.0, where the members' timeline is read too; plain
+# launches on the simulator).
 
 from ..core import Case, Exercise  # noqa: E402
 
@@ -468,7 +481,10 @@ _SWITCH_N = (1 << 20) if ON_GPU else 300
 WORKLOAD.add_exercise(Exercise(
     name="group_switches", workload="quantize_group", variant="pdl", lesson="06",
     title="place the PDL switches of a group of G kernels", kind="data", entry="group_switches",
-    signature="def group_switches(g: int) -> list[tuple[bool, bool, bool]]:  # (wait, trigger, order) per member",
+    signature="def group_switches(g: int) -> list[tuple[bool, bool, bool]]:  # (wait, trigger, order) per member\n"
+              "# or return one @cuda.jit kernel grouped(data, offsets, q, scales) of yours that quantizes all g "
+              "tensors (block t: tensor t), launched with g blocks and the PDL attribute",
     cases=tuple(Case(Size(n=max(_SWITCH_N, g), g=g), seed) for seed, g in enumerate((1, 2, 3, 8), start=1)),
     argument_order=("g",), judge="kernels_lab.pdl_rules:GROUP_SWITCHES",
-    points={"rules (no early read)": 4, "overlap kept": 2, "correct group run": 3}))
+    points={"rules (no early read)": 4, "overlap kept": 2, "correct group run": 3,
+            "overlap on the timeline": 1}))  # counted on a GPU with PDL only (SwitchesJudge.not_counted)

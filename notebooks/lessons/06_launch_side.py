@@ -162,6 +162,14 @@ for f in pdl_rules.findings(pdl.pdl_switches(4, "unordered")):
 # against PDL's promises for G = 1, 2, 3, 5 and 8 and names every member that could read too early and
 # every boundary that loses its overlap; then it runs a group of 4 with your switches (the simulator has
 # no PDL: there it runs plain launches, which checks the values, not the timing).
+#
+# The graded version (`kernels-lab grade group_switches your_file.py`) runs each case's group on a GPU with
+# PDL and reads its timeline: its last point needs every member to begin its work while the member before
+# it still runs. It also takes the end point of this lesson as an answer: `group_switches(g)` may return one
+# `@cuda.jit` kernel of yours, `grouped(data, offsets, q, scales)`, that quantizes all g tensors (block t,
+# tensor t; `cuda.blockDim.x` threads), launched with g blocks. Every launch there carries the PDL attribute,
+# so a group of one follows the same rules: it waits before it reads (`from kernels_lab.intrinsics import
+# grid_dependency_wait`) and does not trigger.
 
 # %% tags=["stub"]
 def group_switches(g):
