@@ -85,9 +85,44 @@ def pid_ns_with_proc():
     raise SystemExit(print(f"pid ns + own /proc   cuInit -> {out}") or 0)
 
 
+def as_nobody():
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+def pid_net_ns_in_warden() -> str:
+    """The warden's own way (make_namespaces, then _own_proc in the child), PID + network."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        ok, net, how = warden.make_namespaces(True)
+        inner = os.fork()
+        if inner == 0:
+            try:
+                text = f"{warden._own_proc()!r} {cu_init()} (pid {os.getpid()}; {ok}, net {net}, {how})"
+            except BaseException as e:  # noqa: BLE001
+                text = f"failed: {e}"
+            os.write(w, text.encode())
+            os._exit(0)
+        os.waitpid(inner, 0)
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return out
+
+
 def main() -> None:
     scratch = tempfile.mkdtemp(prefix="kl-probe-")
     print(f"# {sys.argv[0]}: uid {os.geteuid()}, Landlock ABI {warden.landlock_abi()[0]}")
+    print(f"{'pid+net (warden)':<20} cuInit -> {pid_net_ns_in_warden()}", flush=True)
+    print(f"{'user nobody':<20} cuInit -> {in_child(as_nobody)}", flush=True)
+    for d in sorted(os.listdir("/")):  # which folder must be writable for cuInit under Landlock
+        if os.path.isdir("/" + d) and not os.path.islink("/" + d):
+            print(f"{'landlock +/' + d:<20} cuInit -> {in_child(landlock([scratch, '/' + d]))[:40]}", flush=True)
     for label, setup in (("nothing", lambda: None),
                          ("no_new_privs", nnp),
                          ("landlock, / writable", landlock(["/"])),

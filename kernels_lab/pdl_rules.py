@@ -35,6 +35,7 @@ and `check_grouped` are the lesson's other two checks.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -184,32 +185,40 @@ def group_switches_by_the_rules(g: int) -> list[Switches]:
 # -- running a group with given switches ------------------------------------------------------
 
 def group_outputs(switches: Sequence[Switches], sizes: Sequence[int], seed: int = 1) -> dict[str, Any]:
-    """Earlier kernel -> the group with these switches -> later kernel, once: the host copies of
-    q, scales, checksums, stamps and data, and "pdl" (whether the launches carried the attribute).
-    With PDL where the GPU has it (compute capability >= 9.0), else plain launches (the simulator
-    has no PDL: there the griddepcontrol instructions do nothing, and the run shows the values,
-    not the overlap)."""
-    from .runtime import ON_GPU, cuda
+    """Earlier kernel -> the group with these switches -> later kernel: the host copies of q, scales,
+    checksums, stamps and data, and "pdl" (whether the launches carried the attribute). With PDL
+    where the GPU has it (compute capability >= 9.0), else plain launches (the simulator has no PDL:
+    there the griddepcontrol instructions do nothing, and the run shows the values, not the overlap)."""
     from .workloads import quantize_group as qg
     sw = _validate(switches, len(sizes))
     group = qg.Group(list(sizes))
-    group.reset(seed)
-    use_pdl = qg.pdl_available()[0]
     g = group
-    members = [(qg.QUANTIZE[s], 1, (g.data, g.offsets, t, g.q, g.scales, g.stamps, t + 1)) for t, s in enumerate(sw)]
-    consumer = (qg.consumer_kernel, g.g, (g.q, g.offsets, g.scales, g.checksums, g.stamps, g.g + 1, 0))
+    return _pipeline(group, [(qg.QUANTIZE[s], 1, (g.data, g.offsets, t, g.q, g.scales, g.stamps, t + 1))
+                             for t, s in enumerate(sw)], seed)
+
+
+def _pipeline(group: Any, members: list[tuple[Any, int, tuple]], seed: int) -> dict[str, Any]:
+    """The earlier kernel, the members (kernel, grid, arguments), the later kernel: every launch but
+    the earlier kernel's with the PDL attribute where the GPU has PDL. On a GPU the sequence runs
+    twice and the second run is reported: a kernel's module loads at its first launch (CUDA's lazy
+    loading), which holds the host back and would show in the timeline as a gap that is not PDL's."""
+    from .runtime import ON_GPU, cuda
+    from .workloads import quantize_group as qg
+    g = group
+    use_pdl = qg.pdl_available()[0]
+    launches = [*members, (qg.consumer_kernel, g.g, (g.q, g.offsets, g.scales, g.checksums, g.stamps, g.g + 1, 0))]
     if ON_GPU:
         from .launch_paths import PreboundLaunch
         bound = [PreboundLaunch(k, grid, qg.BLOCK, args, 0, programmatic_stream_serialization=use_pdl)
-                 for k, grid, args in (*members, consumer)]
+                 for k, grid, args in launches]
+    else:
+        bound = [functools.partial(k[grid, qg.BLOCK], *args) for k, grid, args in launches]
+    for _ in range(2 if ON_GPU else 1):
+        group.reset(seed)
         qg.producer_kernel[g.producer_grid, qg.BLOCK](g.data, g.seed, g.stamps)
         for launch in bound:
             launch()
-    else:
-        qg.producer_kernel[g.producer_grid, qg.BLOCK](g.data, g.seed, g.stamps)
-        for k, grid, args in (*members, consumer):
-            k[grid, qg.BLOCK](*args)
-    cuda.synchronize()
+        cuda.synchronize()
     return {"q": g.q.copy_to_host(), "scales": g.scales.copy_to_host(), "checksums": g.checksums.copy_to_host(),
             "stamps": g.stamps.copy_to_host(), "data": g.data.copy_to_host(), "pdl": use_pdl}
 
@@ -255,35 +264,22 @@ def kernel_switches(kernel: Any) -> tuple[bool, bool]:
 
 def grouped_outputs(kernel: Any, sizes: Sequence[int], seed: int = 1) -> dict[str, Any]:
     """Earlier kernel -> the student's grouped kernel (G blocks of quantize_group.BLOCK threads, the
-    PDL attribute set like every launch here) -> later kernel, once; as group_outputs, plus
-    "grouped": whether the kernel waits and triggers, or why it cannot be run."""
+    PDL attribute set like every launch here) -> later kernel; as group_outputs, plus "grouped":
+    whether the kernel waits and triggers, or why it cannot be run."""
     from .grading.child import entry_problem
-    from .runtime import ON_GPU, ON_SIMULATOR, cuda
+    from .runtime import ON_SIMULATOR
     from .workloads import quantize_group as qg
     problem = entry_problem(kernel, "kernel", "the grouped kernel")
     if problem:
         return {"grouped": {"problem": problem}}
     group = qg.Group(list(sizes))
-    group.reset(seed)
-    use_pdl = qg.pdl_available()[0]
     g = group
-    launches = [(kernel, g.g, (g.data, g.offsets, g.q, g.scales)),
-                (qg.consumer_kernel, g.g, (g.q, g.offsets, g.scales, g.checksums, g.stamps, g.g + 1, 0))]
-    qg.producer_kernel[g.producer_grid, qg.BLOCK](g.data, g.seed, g.stamps)
     if ON_SIMULATOR:
-        kernel_switches(kernel)  # zero the call counts: the producer and consumer make no PDL calls
-    if ON_GPU:
-        from .launch_paths import PreboundLaunch
-        for k, grid, args in launches:
-            PreboundLaunch(k, grid, qg.BLOCK, args, 0, programmatic_stream_serialization=use_pdl)()
-    else:
-        for k, grid, args in launches:
-            k[grid, qg.BLOCK](*args)
-    cuda.synchronize()
+        kernel_switches(kernel)  # zero the call counts: the earlier and later kernels make no PDL calls
+    out = _pipeline(group, [(kernel, g.g, (g.data, g.offsets, g.q, g.scales))], seed)
     waits, triggers = kernel_switches(kernel)
-    return {"q": g.q.copy_to_host(), "scales": g.scales.copy_to_host(), "checksums": g.checksums.copy_to_host(),
-            "stamps": g.stamps.copy_to_host(), "pdl": use_pdl, "grouped": {"waits": waits, "triggers": triggers,
-                       "found_by": "the calls its threads made" if ON_SIMULATOR else "its PTX"}}
+    return {**out, "grouped": {"waits": waits, "triggers": triggers,
+                               "found_by": "the calls its threads made" if ON_SIMULATOR else "its PTX"}}
 
 
 # -- the lesson's check ------------------------------------------------------------------------
@@ -514,10 +510,8 @@ class SwitchesJudge:
                 "about": f"G = {g} (tensors of {shown} elements, seed {case.seed})"}
 
     def run(self, value: Any, job: dict[str, Any]) -> dict[str, Any]:
-        if is_kernel(value):
-            return grouped_outputs(value, job["sizes"], job["seed"])
-        out = group_outputs(value, job["sizes"], job["seed"])
-        return {k: out[k] for k in ("q", "scales", "checksums", "stamps", "pdl")}
+        out = (grouped_outputs if is_kernel(value) else group_outputs)(value, job["sizes"], job["seed"])
+        return {k: out[k] for k in ("q", "scales", "checksums", "stamps", "pdl", "grouped") if k in out}
 
     def score(self, case: Any, job: dict[str, Any], got: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         from .runtime import ON_SIMULATOR

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import traceback
 import types
 import warnings
@@ -209,8 +210,15 @@ def _guard_imports() -> None:
     builtins.__import__ = guarded
 
 
+SIM_THREAD_STACK = 2 << 20  # bytes of stack per simulated CUDA thread (a Python thread each)
+
+
 def main(job_path: str, report_path: str, progress_path: str | None = None) -> int:
     sys.setswitchinterval(5e-5)  # simulated threads hand over the GIL sooner
+    # Each simulated thread's stack counts against the child's address-space limit; the default comes
+    # from the machine's stack limit (32 MiB a thread where that is unlimited, as on the H200 image:
+    # "can't start new thread" in the traffic trace there). Kernel code needs little stack.
+    threading.stack_size(SIM_THREAD_STACK)
     warnings.simplefilter("ignore")  # numba's performance warnings never cost points
     step = [0]
 

@@ -64,17 +64,19 @@ EXIT_GRACE_S = 15.0           # after its last run, the child may take this long
 NPROC_LIMIT = 4096            # processes (threads count) of the unprivileged user, all grades together
 WARDEN = Path(__file__).with_name("warden.py")
 SANDBOX_ENV = "KERNELS_LAB_SANDBOX"  # "off": no namespaces, Landlock or user drop (limits only)
-# Measured on the H200 (2026-12-03, benchmarks' sandbox probe): cuInit returns CUDA_ERROR_OPERATING_SYSTEM
-# inside a PID namespace and under the Landlock domain, and works in a network namespace alone.
-GPU_CONFINEMENT = ("on a GPU the CUDA driver does not initialise inside a PID namespace or under Landlock "
-                   "(CUDA_ERROR_OPERATING_SYSTEM, measured on the H200): limits and the subreaper only")
+# Measured on the H200 (2026-12-03, benchmarks/sandbox_probe.py, figures/data/sandbox_probe*_h200.txt):
+# cuInit returns CUDA_ERROR_OPERATING_SYSTEM under the Landlock domain, and inside a PID namespace
+# unless the child mounts a /proc of its own (the warden does: warden._own_proc).
+GPU_WITHOUT = {"landlock": "on a GPU the CUDA driver does not initialise under Landlock "
+                           "(CUDA_ERROR_OPERATING_SYSTEM, measured on the H200)"}
 
 
-def confinement_off() -> str | None:
-    """Why namespaces, Landlock and the user drop are not used here, or None when they are."""
+def confinement_off(part: str = "namespaces") -> str | None:
+    """Why this part of the confinement ("namespaces", "landlock" or "user") is not used here, or
+    None when it is."""
     if os.environ.get(SANDBOX_ENV, "").lower() == "off":
         return f"{SANDBOX_ENV}=off"
-    return GPU_CONFINEMENT if ON_GPU else None
+    return GPU_WITHOUT.get(part) if ON_GPU else None
 
 
 @dataclass
@@ -115,7 +117,7 @@ def _world_usable(paths: Sequence[str]) -> tuple[bool, str]:
 @functools.lru_cache(maxsize=1)
 def _drop_target() -> tuple[tuple[int, int] | None, str]:
     """The user the child runs as (when the grader is root), or None and why not."""
-    if (why := confinement_off()) is not None:
+    if (why := confinement_off("user")) is not None:
         return None, why
     if os.geteuid() != 0:
         return None, f"the grader runs as uid {os.geteuid()}, not root: the child keeps that user"
@@ -140,7 +142,9 @@ def _probe() -> dict[str, Any]:
     drop, _ = _drop_target()
     try:
         out = subprocess.run([sys.executable, "-I", "-S", str(WARDEN), "--probe",
-                              f"{drop[0]}:{drop[1]}" if drop else "none"], capture_output=True, text=True, timeout=60)
+                              f"{drop[0]}:{drop[1]}" if drop else "none",
+                              *(["--no-landlock"] if confinement_off("landlock") else [])],
+                             capture_output=True, text=True, timeout=60)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, OSError, ValueError, IndexError) as e:
         return {"error": f"{type(e).__name__}: {e}"}
@@ -165,16 +169,20 @@ def protections() -> list[tuple[str, bool, str]]:
     else:
         if st.get("pid_namespace"):
             rows.append(("process containment", True, "PID namespace: the child is its PID 1, and every process it "
-                                                      "started dies with it; the warden reaps the rest"))
+                                                      "started dies with it; the warden reaps the rest"
+                                                      + ("; its own /proc" if seen.get("own_proc") else "")))
         elif st.get("subreaper"):
             rows.append(("process containment", True, "the warden is a child subreaper: every process the child "
                                                       "leaves behind (double fork, new session) is killed and reaped "
                                                       "before results are written (no PID namespace here)"))
         else:
             rows.append(("process containment", False, p.get("error") or "neither a PID namespace nor a subreaper"))
-        abi = p.get("landlock_abi", 0)
+        abi = 0 if confinement_off("landlock") else p.get("landlock_abi", 0)
         wrote = seen.get("outside_write")
-        if abi and wrote is False:
+        if confinement_off("landlock"):
+            rows.append(("filesystem writes", False, f"no Landlock: {confinement_off('landlock')}; the child can "
+                                                     f"write wherever its user can"))
+        elif abi and wrote is False:
             rows.append(("filesystem writes", True, f"Landlock ABI {abi}: the child writes only beneath its own "
                                                     f"scratch folder (and opens character devices in /dev)"))
         else:
@@ -258,6 +266,7 @@ def confine(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None
     whole process tree. run_s: the default clock of a phase (progress.json steps restart it)."""
     scratch = scratch_folder(tmp)
     off = confinement_off() is not None
+    landlock = confinement_off("landlock") is None
     drop, _ = _drop_target()
     env = dict(os.environ if env is None else env)
     env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(scratch),
@@ -274,7 +283,7 @@ def confine(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None
     spec = {"argv": list(argv), "cwd": str(scratch), "env": env, "stdout": str(tmp / "stdout.txt"),
             "stderr": str(tmp / "stderr.txt"), "status": str(tmp / "warden.json"),
             "writable": [str(scratch), *extra_writable], "drop_to": list(drop) if drop else None,
-            "rlimits": limits, "namespaces": not off, "landlock": not off, "network_namespace": network,
+            "rlimits": limits, "namespaces": not off, "landlock": landlock, "network_namespace": network,
             "deny_tcp": network, "phase_limits": phases, "default_limit": run_s, "total_limit": total,
             "memory_bytes": int(memory_bytes), "progress": str(scratch / "progress.json") if progress else None}
     spec_path = tmp / "warden-spec.json"

@@ -1,7 +1,7 @@
 """The warden: the one process between the grader and a submission's child. Standard library only.
 
     python -I -S warden.py SPEC.json      run one child under every protection this kernel allows
-    python -I -S warden.py --probe [UID:GID|none]   which protections would be in force (JSON)
+    python -I -S warden.py --probe [UID:GID|none] [--no-landlock]   which protections would be in force (JSON)
 
 It runs as a script, never imported by the child, so nothing of kernels_lab (nor numba) is
 loaded in it. What it does for one child, in order:
@@ -9,8 +9,8 @@ loaded in it. What it does for one child, in order:
   1. becomes a child subreaper (prctl PR_SET_CHILD_SUBREAPER): any process the child starts and
      leaves behind (a double fork, a new session) is reparented to the warden, not to init;
   2. when it may (root, or an unprivileged user namespace), unshares a PID namespace (the child is
-     its PID 1: when it exits the kernel kills every process it started) and a network namespace
-     (no network);
+     its PID 1: when it exits the kernel kills every process it started, and it mounts a /proc of
+     its own, in a mount namespace of its own) and a network namespace (no network);
   3. forks the child, which: dies if the warden dies (PR_SET_PDEATHSIG), drops to an unprivileged
      user when the grader runs as root, takes its resource limits (file size, no core dumps,
      address space on the simulator, process count), sets no_new_privs, and enters a Landlock
@@ -185,6 +185,23 @@ def make_namespaces(want_net):
     return True, bool(net), "in an unprivileged user namespace"
 
 
+CLONE_NEWNS, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x20000, 2, 4, 8, 0x4000, 1 << 18
+
+
+def _own_proc():
+    """In the child, PID 1 of its own PID namespace: a mount namespace of its own with a fresh /proc
+    that shows only its namespace's processes. Without it /proc is the grader's, and a lookup of
+    /proc/<own pid> finds another process: the CUDA driver then fails to initialise
+    (CUDA_ERROR_OPERATING_SYSTEM, measured on the H200). Returns "" or why not."""
+    if _libc.unshare(ctypes.c_int(CLONE_NEWNS)) != 0:
+        return _err("unshare(CLONE_NEWNS)")
+    if _libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        return _err("mount --make-rprivate /")
+    if _libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None) != 0:
+        return _err("mount proc")
+    return ""
+
+
 def _children(pid):
     """Direct children of pid (from /proc/PID/task/*/children; else a scan of /proc)."""
     kids = []
@@ -288,6 +305,8 @@ def _child(spec, fds_out, fds_err):
         os.dup2(devnull, 0)
         os.dup2(fds_out, 1)
         os.dup2(fds_err, 2)
+        if spec.get("own_proc") and (why := _own_proc()):
+            os.write(2, f"warden: the child keeps the grader's /proc: {why}\n".encode())
         for lim, value in spec.get("rlimits", {}).items():
             resource.setrlimit(getattr(resource, lim), (value, value))
         if spec.get("drop_to") and os.geteuid() == 0:
@@ -315,6 +334,7 @@ def run(spec):
     if spec.get("namespaces", True):
         pidns, netns, _ = make_namespaces(spec.get("network_namespace", True))
         status["pid_namespace"], status["net_namespace"] = pidns, netns
+        spec["own_proc"] = pidns
     spec["deny_tcp"] = spec.get("deny_tcp", True) and not status["net_namespace"]
     out = os.open(spec["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     err = os.open(spec["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -388,9 +408,9 @@ def run(spec):
     return status
 
 
-def probe(drop=None):
-    """Start a trivial child under every protection (running as `drop`, a [uid, gid] or None) and
-    report what was in force."""
+def probe(drop=None, landlock=True):
+    """Start a trivial child under every protection (running as `drop`, a [uid, gid] or None;
+    Landlock only if `landlock`) and report what was in force."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="kl-probe-") as tmp:
         scratch = os.path.join(tmp, "scratch")
@@ -405,10 +425,11 @@ def probe(drop=None):
                 "except OSError:\n    r['outside_write'] = False\n"
                 "try:\n    os.kill(os.getppid() or 1, 0); r['signal_out'] = True\n"
                 "except OSError:\n    r['signal_out'] = False\n"
+                "r['own_proc'] = os.readlink('/proc/self') == str(os.getpid())\n"
                 "print(json.dumps(r))\n") % os.path.join(tmp, "outside.txt")
         spec = {"argv": [sys.executable, "-I", "-S", "-c", code], "cwd": scratch, "env": {"PATH": "/usr/bin:/bin"},
                 "stdout": os.path.join(tmp, "out.txt"), "stderr": os.path.join(tmp, "err.txt"),
-                "writable": [scratch], "drop_to": drop, "default_limit": 20, "total_limit": 20}
+                "writable": [scratch], "drop_to": drop, "landlock": landlock, "default_limit": 20, "total_limit": 20}
         status = run(spec)
         try:
             with open(spec["stdout"]) as f:
@@ -424,7 +445,7 @@ def probe(drop=None):
 def main(argv):
     if argv[1:2] == ["--probe"]:
         drop = [int(v) for v in argv[2].split(":")] if len(argv) > 2 and argv[2] != "none" else None
-        print(json.dumps(probe(drop)))
+        print(json.dumps(probe(drop, landlock="--no-landlock" not in argv)))
         return 0
     with open(argv[1]) as f:
         spec = json.load(f)
