@@ -75,7 +75,7 @@ cat "$OUT/adversarial/blocks.txt" >> "$report"
 sleep 2  # a surviving grandchild of escape_double_fork would have rewritten its results.json by now
 
 { echo "# GPU-marked grading tests"
-  timeout 1200 $py -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_grading.py tests/test_grading_adversarial.py 2>&1 | tail -15
+  timeout 1200 $py -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_grading.py tests/test_grading_adversarial.py tests/test_grading_pdl.py tests/test_pdl.py 2>&1 | tail -15
   echo "# checks"
   $py - "$OUT/adversarial" "$escape_target" <<'EOF'
 import json, sys

@@ -65,10 +65,15 @@ NPROC_LIMIT = 4096            # processes (threads count) of the unprivileged us
 WARDEN = Path(__file__).with_name("warden.py")
 SANDBOX_ENV = "KERNELS_LAB_SANDBOX"  # "off": no namespaces, Landlock or user drop (limits only)
 # Measured on the H200 (2026-12-03, benchmarks/sandbox_probe.py, figures/data/sandbox_probe*_h200.txt):
-# cuInit returns CUDA_ERROR_OPERATING_SYSTEM under the Landlock domain, and inside a PID namespace
-# unless the child mounts a /proc of its own (the warden does: warden._own_proc).
-GPU_WITHOUT = {"landlock": "on a GPU the CUDA driver does not initialise under Landlock "
-                           "(CUDA_ERROR_OPERATING_SYSTEM, measured on the H200)"}
+# cuInit returns CUDA_ERROR_OPERATING_SYSTEM inside a PID namespace unless the child mounts a /proc of
+# its own (the warden does: warden._own_proc), and under Landlock unless /proc is writable (the
+# driver writes there; the child, PID 1 of its own namespace and an unprivileged user, reaches only
+# its own processes' files). A child that needs the driver gets /proc among its writable folders.
+DRIVER_WRITES = ("/proc",)
+GPU_WITHOUT: dict[str, str] = {}
+# compute-sanitizer runs the child under its own launcher and injection library: those runs keep the
+# limits and the subreaper only (what they were measured to work with on the H200)
+SANITIZER_CONFINEMENT = "compute-sanitizer runs: limits and the subreaper only"
 
 
 def confinement_off(part: str = "namespaces") -> str | None:
@@ -184,7 +189,9 @@ def protections() -> list[tuple[str, bool, str]]:
                                                      f"write wherever its user can"))
         elif abi and wrote is False:
             rows.append(("filesystem writes", True, f"Landlock ABI {abi}: the child writes only beneath its own "
-                                                    f"scratch folder (and opens character devices in /dev)"))
+                                                    f"scratch folder (and opens character devices in /dev"
+                                                    + (", and /proc, where the CUDA driver writes; "
+                                                       + SANITIZER_CONFINEMENT if ON_GPU else "") + ")"))
         else:
             why = p.get("landlock_why") or ("a write outside the scratch folder succeeded" if wrote else
                                             p.get("error", "not measured"))
@@ -261,13 +268,14 @@ def hand_over(path: Path) -> None:
 def confine(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None, run_s: float = RUN_TIMEOUT_S,
             phase_limits: dict[str, float] | None = None, total_s: float | None = None,
             memory_bytes: int = 4 << 30, address_limit: bool = ON_SIMULATOR, progress: bool = True,
-            network: bool = True, extra_writable: Sequence[str] = ()) -> Confined:
+            network: bool = True, extra_writable: Sequence[str] = (), full: bool = True) -> Confined:
     """Run argv through the warden, in tmp/scratch (see scratch_folder), and wait for it and its
-    whole process tree. run_s: the default clock of a phase (progress.json steps restart it)."""
+    whole process tree. run_s: the default clock of a phase (progress.json steps restart it);
+    full=False: limits and the subreaper only (SANITIZER_CONFINEMENT)."""
     scratch = scratch_folder(tmp)
-    off = confinement_off() is not None
-    landlock = confinement_off("landlock") is None
-    drop, _ = _drop_target()
+    off = confinement_off() is not None or not full
+    landlock = confinement_off("landlock") is None and full
+    drop = _drop_target()[0] if full else None
     env = dict(os.environ if env is None else env)
     env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(scratch),
                 "TMPDIR": str(scratch), "NUMBA_CACHE_DIR": str(scratch / ".numba"),
@@ -495,8 +503,8 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = RUN_TIMEOUT_S,
                 str(scratch / "progress.json")]
         total = STARTUP_S * slowdown + run_s * (len(cases) + 3) + (max(run_s, 60.0) if speed_job else 0)
         got = confine(argv, tmp, env=env, run_s=run_s, total_s=total, memory_bytes=memory_bytes,
-                      address_limit=sim_child and not prefix, network=not prefix,
-                      extra_writable=("/dev/shm",) if prefix else (),
+                      address_limit=sim_child and not prefix, network=not prefix, full=not prefix,
+                      extra_writable=("/dev/shm",) if prefix else DRIVER_WRITES if ON_GPU and not sim_child else (),
                       phase_limits={"start": STARTUP_S * slowdown + run_s})
         run = ChildRun("ok", cases=cases, stdout=got.stdout, stderr=got.stderr, seconds=got.seconds,
                        speed_job=speed_job, status=got.status)
