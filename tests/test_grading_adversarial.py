@@ -6,6 +6,7 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kernels_lab import cli
@@ -255,6 +256,20 @@ def test_memcheck_errors_are_charged_to_the_run_whose_array_they_touched():
     assert by_case == {3: 1} and unattributed == 1 and "Invalid __global__ read" in first[3]
 
 
+def test_a_sanitizer_run_is_matched_to_the_graded_run_by_case_and_configuration_not_by_position():
+    # memcheck's child runs no probes, the grade's does: ids are positions in each child's own list
+    from kernels_lab.grading.exercises import get_exercise
+    ex = get_exercise("fuse_chain")
+    graded = [c for c in sandbox.build_cases(ex, perturbed=False) if c["role"] == "plain"]
+    checked = sandbox.build_cases(ex, perturbed=False, probes=False)
+    by_key = {sandbox.run_key(ex, c): c for c in graded}
+    assert len(by_key) == len(graded) == len(checked)
+    for c in checked:
+        twin = by_key[sandbox.run_key(ex, c)]
+        assert twin["case"] is c["case"] and twin["config"] == c["config"]
+        assert all(np.array_equal(twin["inputs"][k], v) for k, v in c["inputs"].items())
+
+
 def test_the_sandbox_says_what_protects_this_machine():
     rows = sandbox.protections()
     names = [r[0] for r in rows]
@@ -278,10 +293,10 @@ def test_a_gpu_machine_still_counts_the_byte_budget_from_a_simulator_trace(monke
 def test_memcheck_errors_cost_the_runs_they_occur_in_hidden_ones_too(monkeypatch):
     # as on a GPU machine with compute-sanitizer: memcheck (faked here) ties two errors to the hidden run
     from kernels_lab.grading import grade as G
-    from kernels_lab.grading.sandbox import build_cases
+    from kernels_lab.grading.sandbox import build_cases, run_key
     from kernels_lab.grading.sanitizer import SanitizerResult
     ex = MINI["fuse_mini"]
-    hidden = next(c["id"] for c in build_cases(ex, perturbed=False) if c["case"].hidden and c["role"] == "plain")
+    hidden = next(run_key(ex, c) for c in build_cases(ex, perturbed=False) if c["case"].hidden and c["role"] == "plain")
     found = SanitizerResult("errors", 2, "Invalid __global__ read of size 4 bytes", {hidden: 2}, 0,
                             {hidden: "Invalid __global__ read of size 4 bytes; by thread (6,0,0) in block (2,0,0)"})
     monkeypatch.setattr(G, "ON_GPU", True)

@@ -33,7 +33,7 @@ from ..runtime import BACKEND, ON_GPU, ON_SIMULATOR
 from . import compile_gate as gate_module
 from . import sandbox
 from . import speed as speed_check
-from .sandbox import RUN_TIMEOUT_S, ChildRun, build_cases, describe_case, protections, run_child
+from .sandbox import RUN_TIMEOUT_S, ChildRun, build_cases, describe_case, protections, run_child, run_key
 from .sanitizer import find_sanitizer, sanitize
 from .verdict import HINTS, case_verdict, hint_text, launch_problem, same_result, traffic_problem
 
@@ -194,9 +194,9 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
         if sanitizers and ON_GPU and find_sanitizer() else None
     if memcheck is not None and memcheck.status == "errors":
         for c in plain:
-            n = memcheck.by_case.get(c["id"], 0) + memcheck.unattributed
+            n = memcheck.by_case.get(run_key(ex, c), 0) + memcheck.unattributed
             if n:
-                first = memcheck.first.get(c["id"]) or memcheck.report.splitlines()[0] if memcheck.report else ""
+                first = memcheck.first.get(run_key(ex, c)) or (memcheck.report.splitlines() or [""])[0]
                 verdicts[c["id"]] = {"ok": False, "kind": "error", "hint": ("bounds", {"where": describe_case(c)}),
                                      "why": f"{describe_case(c)}: memcheck (compute-sanitizer) found {n} bad memory "
                                             f"access(es): {first}"}

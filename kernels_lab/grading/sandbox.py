@@ -58,6 +58,7 @@ from ..core import Exercise
 
 OUTPUT_KEEP = 8_000           # characters of stdout/stderr shown in a report
 FILE_LIMIT = 64 << 20         # bytes any file of the child may reach (flooding stops here)
+COLLECT_LIMIT = 32 << 20      # characters of a collected file (a sanitizer's log) the grader reads
 RUN_TIMEOUT_S = 20.0          # default: seconds one run (one case, configuration, schedule) may take
 STARTUP_S = 90.0              # Python, NumPy and numba starting in the child: the grader's cost, not the student's
 EXIT_GRACE_S = 15.0           # after its last run, the child may take this long to exit
@@ -367,6 +368,12 @@ def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool |
     return cases
 
 
+def run_key(exercise: Exercise, c: dict[str, Any]) -> tuple[int, int]:
+    """A run's identity across children (ids are positions in one child's list, which differ between
+    the grade's run and a sanitizer's): the index of its case in the exercise, its configuration."""
+    return next(k for k, case in enumerate(exercise.cases) if case is c["case"]), c["config_index"]
+
+
 def describe_case(c: dict[str, Any]) -> str:
     """'n=257, config (2, 128)' (+ the schedule seed): how a message names one run."""
     if c.get("job"):
@@ -510,7 +517,7 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = RUN_TIMEOUT_S,
                        speed_job=speed_job, status=got.status)
         for name in collect:
             p = scratch / name
-            run.files[name] = p.read_text(errors="replace")[:1 << 20] if p.exists() else ""
+            run.files[name] = p.read_text(errors="replace")[:COLLECT_LIMIT] if p.exists() else ""
         try:
             report = read_report(report_path)
         except ReportError as e:
