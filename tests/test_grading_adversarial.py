@@ -270,6 +270,21 @@ def test_a_sanitizer_run_is_matched_to_the_graded_run_by_case_and_configuration_
         assert all(np.array_equal(twin["inputs"][k], v) for k, v in c["inputs"].items())
 
 
+def test_on_a_gpu_machine_the_simulator_charges_an_index_past_the_end_in_every_run(monkeypatch):
+    # memcheck cannot see an overrun that lands in an allocation's padding or the next array (the H200
+    # run: fuse_no_bounds_guard kept its hidden points); the simulator's child, run on every back-end,
+    # checks every index. Faked here: the GPU runs are right, the simulator's runs are the unguarded kernel's.
+    from kernels_lab.grading import grade as G
+    ex = MINI["fuse_mini"]
+    real = G._simulator_runs
+    monkeypatch.setattr(G, "ON_SIMULATOR", False)
+    monkeypatch.setattr(G, "_simulator_runs", lambda e, src, t, m: real(e, submission("fuse_no_bounds_guard"), t, m))
+    g = grade(ex, submission("fuse_correct"), "gpu-right", compile_gate=False, sanitizers=False)
+    hidden = _test(g, "correct (hidden)")
+    assert hidden.score == 0 and "on the simulator, which checks every index: IndexError" in hidden.output, report.text(g)
+    assert _test(g, "correct (public)").score < 3 and g.summary.count("missing bounds guard") == 1, report.text(g)
+
+
 def test_the_sandbox_says_what_protects_this_machine():
     rows = sandbox.protections()
     names = [r[0] for r in rows]
@@ -282,10 +297,10 @@ def test_the_sandbox_says_what_protects_this_machine():
 def test_a_gpu_machine_still_counts_the_byte_budget_from_a_simulator_trace(monkeypatch):
     # as on a GPU machine: the graded run has no trace, so a second child on the simulator traces the bytes
     from kernels_lab.grading import grade as G
-    monkeypatch.setattr(G, "ON_SIMULATOR", False)
     source = (SUBMISSIONS / "fuse_global_temporary.py").read_text()
     hints = G._Hints()
-    t = G._traffic(MINI["fuse_mini"], source, None, [], {}, "traffic budget", 1, hints, 30, 3 << 30)
+    sim = G._simulator_runs(MINI["fuse_mini"], source, 30, 3 << 30)
+    t = G._traffic(MINI["fuse_mini"], sim, [], {}, "traffic budget", 1, hints)
     assert t.score == 0 and t.max_score == 1 and "(traced on the simulator)" in t.output
     assert "bytes of global-memory traffic at n=1 where the plan needs" in hints.texts()[0]
 

@@ -5,10 +5,12 @@ here, against the reference, after its whole process tree is dead. The checks:
 
   correct (public) / (hidden)   each graded run right (verdict.case_verdict: the output matches
                                 AND the student's own kernel produced it); on a GPU, a run in
-                                which memcheck found a bad access is wrong too, public or hidden
+                                which memcheck found a bad access, or the simulator's child (below)
+                                an index past the end, is wrong too, public or hidden
   launch budget / traffic budget   over the runs whose output is right only (a kernel that does
                                 nothing earns nothing); bytes are traced on the simulator, also on
-                                a GPU machine (a second child on the simulator, public cases)
+                                a GPU machine (a second child runs every graded run on the simulator:
+                                the bytes of the public ones count, and it checks every index)
   grid independent of n         right in the runs whose grid has fewer threads than elements
   no race under perturbed schedules   simulator: the same inputs must give the same result under
                                 every perturbed schedule (a difference proves a race; a bug every
@@ -202,6 +204,12 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
                                             f"access(es): {first}"}
     elif memcheck is not None and memcheck.status == "failed":
         notes.append(f"memcheck could not run: {memcheck.report}")
+    sim = _simulator_runs(ex, source, timeout_s, memory_bytes) if not ON_SIMULATOR else None
+    for c, e in _simulator_bounds(ex, plain, sim):
+        if verdicts[c["id"]]["ok"]:  # memcheck misses an overrun that lands in padding or the next array
+            verdicts[c["id"]] = {"ok": False, "kind": "error", "hint": ("bounds", {"where": describe_case(c)}),
+                                 "why": f"{describe_case(c)}: on the simulator, which checks every index: "
+                                        f"{e.get('type')} {e.get('where', '')}: {e.get('message')}"}
 
     # the symmetric probe: said only when the probe passes and its twin (same size and config) fails
     for twin in (c for c in run.cases if c["role"] == "twin"):
@@ -246,7 +254,7 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
             tests.append(_score(name, points, len(counted_runs) - len(over), len(counted_runs),
                                 [launch_problem(ex, c["case"].size, n)] if over else []))
         elif name == "traffic budget":
-            tests.append(_traffic(ex, source, run, right, results, name, points, hints, timeout_s, memory_bytes))
+            tests.append(_traffic(ex, sim, right, results, name, points, hints))
         elif name == "grid independent of n":
             big = [c for c in plain if c["config"] and c["config"][0] * c["config"][1] < c["case"].size.elements]
             ok_big = [verdicts[c["id"]]["ok"] for c in big]
@@ -365,20 +373,42 @@ def _races(ex: Exercise, run: ChildRun, results: dict, verdicts: dict, name: str
                       f"the same result under {sum(len(groups[g]) for g in checked)} perturbed schedules")
 
 
-def _traffic(ex: Exercise, source: str, run: ChildRun, right: list, results: dict, name: str, points: float,
-             hints: _Hints, timeout_s: float, memory_bytes: int) -> TestResult:
-    """Bytes over the budget on the runs whose output is right. On a GPU machine the bytes come from a
-    second child on the simulator (public cases, first configuration): the budget counts everywhere."""
-    if ON_SIMULATOR:
+def _simulator_runs(ex: Exercise, source: str, timeout_s: float, memory_bytes: int) -> ChildRun:
+    """On a GPU machine: every graded run once more, in a child on the simulator, which traces the
+    bytes and checks every index (memcheck cannot see a small overrun that lands in an allocation's
+    padding or in the next array)."""
+    cases = build_cases(ex, perturbed=False, probes=False)
+    return run_child(ex, source, max(timeout_s, 60.0), memory_bytes, backend="sim", cases=cases)
+
+
+def _simulator_bounds(ex: Exercise, plain: list, sim: ChildRun | None) -> list[tuple[dict, dict]]:
+    """(graded run, the simulator's IndexError) for each run the simulator caught indexing past the end."""
+    if sim is None or sim.report is None:
+        return []
+    got = {run_key(ex, c): r for c in sim.cases for r in sim.report["cases"]
+           if isinstance(r, dict) and r.get("id") == c["id"]}
+    out = []
+    for c in plain:
+        e = (got.get(run_key(ex, c)) or {}).get("error") or {}
+        if e.get("type") == "IndexError":
+            out.append((c, e))
+    return out
+
+
+def _traffic(ex: Exercise, sim: ChildRun | None, right: list, results: dict, name: str, points: float,
+             hints: _Hints) -> TestResult:
+    """Bytes over the budget on the runs whose output is right. On a GPU machine the bytes come from
+    the simulator's child (_simulator_runs; public cases, first configuration): the budget counts
+    everywhere."""
+    if sim is None:
         rows = [(c, results[c["id"]]["bytes"]) for c in right if results[c["id"]].get("bytes") is not None]
         where = ""
     else:
-        cases = [c for c in build_cases(ex, public_only=True, perturbed=False, probes=False) if c["config_index"] == 0]
-        sim = run_child(ex, source, max(timeout_s, 60.0), memory_bytes, backend="sim", cases=cases)
         if not sim.imported or sim.report is None:
             return TestResult(name, 0, points, "failed", f"the traffic trace (on the simulator) did not run: "
                                                          f"{sim.outcome}: {sim.detail}")
         got = {c["id"]: c for c in sim.report["cases"] if isinstance(c, dict)}
+        cases = [c for c in sim.cases if not c["case"].hidden and c["config_index"] == 0]
         verdicts = {c["id"]: case_verdict(ex, c, got[c["id"]]) for c in cases if c["id"] in got}
         rows = [(c, got[c["id"]]["bytes"]) for c in cases if c["id"] in got and got[c["id"]].get("bytes") is not None
                 and verdicts[c["id"]]["ok"]]
