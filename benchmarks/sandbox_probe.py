@@ -26,16 +26,16 @@ def cu_init() -> str:
     return str(driver.cuInit(0)[0])
 
 
-def in_child(setup) -> str:
+def forked(body) -> str:
+    """body() in a forked child; what it returns (or the exception it raised), as text."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
-            how = setup() or ""
-            text = f"{cu_init()} {how}"
+            text = body()
         except BaseException as e:  # noqa: BLE001
-            text = f"setup failed: {type(e).__name__}: {e}"
+            text = f"failed: {type(e).__name__}: {e}"
         os.write(w, text.encode())
         os._exit(0)
     os.close(w)
@@ -43,6 +43,14 @@ def in_child(setup) -> str:
         out = f.read()
     os.waitpid(pid, 0)
     return out
+
+
+def in_child(setup) -> str:
+    """cuInit in a forked child after setup() (which says how it set up, or None)."""
+    def body() -> str:
+        how = setup() or ""
+        return f"{cu_init()} {how}"
+    return forked(body)
 
 
 def nnp():
@@ -61,28 +69,17 @@ def landlock(writable, scope=True):
     return setup
 
 
-def pid_ns_with_proc():
+def pid_ns_with_proc() -> str:
     """unshare PID + mount namespaces, then in a grandchild (PID 1) mount a fresh /proc."""
     libc = warden._libc
     if libc.unshare(ctypes.c_int(warden.CLONE_NEWPID | CLONE_NEWNS)) != 0:
         return f"unshare: errno {ctypes.get_errno()}"
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)
-            rc = libc.mount(b"proc", b"/proc", b"proc", 0, None)
-            text = f"{cu_init()} (pid {os.getpid()}, proc mount rc {rc})"
-        except BaseException as e:  # noqa: BLE001
-            text = f"failed: {e}"
-        os.write(w, text.encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        out = f.read()
-    os.waitpid(pid, 0)
-    raise SystemExit(print(f"pid ns + own /proc   cuInit -> {out}") or 0)
+
+    def inner() -> str:
+        libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+        rc = libc.mount(b"proc", b"/proc", b"proc", 0, None)
+        return f"{cu_init()} (pid {os.getpid()}, proc mount rc {rc})"
+    return forked(inner)
 
 
 def as_nobody():
@@ -93,32 +90,14 @@ def as_nobody():
 
 def pid_net_ns_in_warden() -> str:
     """The warden's own way (make_namespaces, then _own_proc in the child), PID + network."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        ok, net, how = warden.make_namespaces(True)
-        inner = os.fork()
-        if inner == 0:
-            try:
-                text = f"{warden._own_proc()!r} {cu_init()} (pid {os.getpid()}; {ok}, net {net}, {how})"
-            except BaseException as e:  # noqa: BLE001
-                text = f"failed: {e}"
-            os.write(w, text.encode())
-            os._exit(0)
-        os.waitpid(inner, 0)
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        out = f.read()
-    os.waitpid(pid, 0)
-    return out
+    ok, net, how = warden.make_namespaces(True)
+    return forked(lambda: f"{warden._own_proc()!r} {cu_init()} (pid {os.getpid()}; {ok}, net {net}, {how})")
 
 
 def main() -> None:
     scratch = tempfile.mkdtemp(prefix="kl-probe-")
     print(f"# {sys.argv[0]}: uid {os.geteuid()}, Landlock ABI {warden.landlock_abi()[0]}")
-    print(f"{'pid+net (warden)':<20} cuInit -> {pid_net_ns_in_warden()}", flush=True)
+    print(f"{'pid+net (warden)':<20} cuInit -> {forked(pid_net_ns_in_warden)}", flush=True)
     print(f"{'user nobody':<20} cuInit -> {in_child(as_nobody)}", flush=True)
     for d in sorted(os.listdir("/")):  # which folder must be writable for cuInit under Landlock
         if os.path.isdir("/" + d) and not os.path.islink("/" + d):
@@ -130,10 +109,7 @@ def main() -> None:
                          ("landlock +shm +tmp", landlock([scratch, "/dev/shm", "/tmp"])),
                          ("landlock, scratch", landlock([scratch]))):
         print(f"{label:<20} cuInit -> {in_child(setup)}", flush=True)
-    pid = os.fork()
-    if pid == 0:
-        pid_ns_with_proc()
-    os.waitpid(pid, 0)
+    print(f"{'pid ns + own /proc':<20} cuInit -> {forked(pid_ns_with_proc)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -191,20 +191,18 @@ def group_outputs(switches: Sequence[Switches], sizes: Sequence[int], seed: int 
     there the griddepcontrol instructions do nothing, and the run shows the values, not the overlap)."""
     from .workloads import quantize_group as qg
     sw = _validate(switches, len(sizes))
-    group = qg.Group(list(sizes))
-    g = group
-    return _pipeline(group, [(qg.QUANTIZE[s], 1, (g.data, g.offsets, t, g.q, g.scales, g.stamps, t + 1))
+    g = qg.Group(list(sizes))
+    return _pipeline(g, [(qg.QUANTIZE[s], 1, (g.data, g.offsets, t, g.q, g.scales, g.stamps, t + 1))
                              for t, s in enumerate(sw)], seed)
 
 
-def _pipeline(group: Any, members: list[tuple[Any, int, tuple]], seed: int) -> dict[str, Any]:
+def _pipeline(g: Any, members: list[tuple[Any, int, tuple]], seed: int) -> dict[str, Any]:
     """The earlier kernel, the members (kernel, grid, arguments), the later kernel: every launch but
     the earlier kernel's with the PDL attribute where the GPU has PDL. On a GPU the sequence runs
     twice and the second run is reported: a kernel's module loads at its first launch (CUDA's lazy
     loading), which holds the host back and would show in the timeline as a gap that is not PDL's."""
     from .runtime import ON_GPU, cuda
     from .workloads import quantize_group as qg
-    g = group
     use_pdl = qg.pdl_available()[0]
     launches = [*members, (qg.consumer_kernel, g.g, (g.q, g.offsets, g.scales, g.checksums, g.stamps, g.g + 1, 0))]
     if ON_GPU:
@@ -214,7 +212,7 @@ def _pipeline(group: Any, members: list[tuple[Any, int, tuple]], seed: int) -> d
     else:
         bound = [functools.partial(k[grid, qg.BLOCK], *args) for k, grid, args in launches]
     for _ in range(2 if ON_GPU else 1):
-        group.reset(seed)
+        g.reset(seed)
         qg.producer_kernel[g.producer_grid, qg.BLOCK](g.data, g.seed, g.stamps)
         for launch in bound:
             launch()
@@ -239,9 +237,6 @@ def _layout(sizes: Sequence[int]) -> Any:
 
 
 # -- the grouped answer: one kernel of the student's instead of G members ------------------------
-
-GROUPED_SIGNATURE = "grouped(data, offsets, q, scales)"
-
 
 def is_kernel(value: Any) -> bool:
     """A @cuda.jit object (a kernel, or a device function, which entry_problem then refuses)."""
@@ -272,11 +267,10 @@ def grouped_outputs(kernel: Any, sizes: Sequence[int], seed: int = 1) -> dict[st
     problem = entry_problem(kernel, "kernel", "the grouped kernel")
     if problem:
         return {"grouped": {"problem": problem}}
-    group = qg.Group(list(sizes))
-    g = group
+    g = qg.Group(list(sizes))
     if ON_SIMULATOR:
         kernel_switches(kernel)  # zero the call counts: the earlier and later kernels make no PDL calls
-    out = _pipeline(group, [(kernel, g.g, (g.data, g.offsets, g.q, g.scales))], seed)
+    out = _pipeline(g, [(kernel, g.g, (g.data, g.offsets, g.q, g.scales))], seed)
     waits, triggers = kernel_switches(kernel)
     return {**out, "grouped": {"waits": waits, "triggers": triggers,
                                "found_by": "the calls its threads made" if ON_SIMULATOR else "its PTX"}}
@@ -318,7 +312,7 @@ def check_switches(rule: Callable[[int], Sequence[Sequence[bool]]] | None, group
         raise AssertionError("group_switches: " + "\n  ".join(lines)
                              + (f"\n  (wrong too for G = {', '.join(more)})" if more else ""))
     from .workloads import quantize_group as qg
-    problem = run_group(rule(len(run_sizes)), run_sizes)
+    problem = run_group(answer, run_sizes)  # the answer for a group of len(run_sizes), asked once above
     how = ("with PDL on this GPU" if qg.pdl_available()[0] else
            f"with plain launches ({qg.pdl_available()[1]}: griddepcontrol does nothing there, so this run checks the "
            f"values, not the overlap)")
@@ -587,8 +581,8 @@ class SwitchesJudge:
 
     def _timeline(self, g: int, ran: dict[str, Any], grouped: Any, credited: bool) -> tuple[str, bool | None, str]:
         """On a GPU with PDL: each member's start of work against the end of the member before it."""
-        if self.not_counted(TIMELINE):
-            return TIMELINE, None, self.not_counted(TIMELINE)
+        if why := self.not_counted(TIMELINE):
+            return TIMELINE, None, why
         if not credited:
             return TIMELINE, None, "not measured where the rules or the run failed"
         if isinstance(grouped, dict):

@@ -109,8 +109,8 @@ def _judge_skips(ex: Exercise, name: str) -> str | None:
 
 def not_counted_reason(name: str, compile_gate: bool = True, sanitizers: bool = True,
                        ex: Exercise | None = None) -> str:
-    if ex is not None and ex.kind == "data" and _judge_skips(ex, name):
-        return _judge_skips(ex, name)
+    if ex is not None and ex.kind == "data" and (why := _judge_skips(ex, name)):
+        return why
     if name == "speed":
         return "speed is measured on a GPU only; not counted here"
     if name == GATE:
@@ -199,17 +199,15 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
             n = memcheck.by_case.get(run_key(ex, c), 0) + memcheck.unattributed
             if n:
                 first = memcheck.first.get(run_key(ex, c)) or (memcheck.report.splitlines() or [""])[0]
-                verdicts[c["id"]] = {"ok": False, "kind": "error", "hint": ("bounds", {"where": describe_case(c)}),
-                                     "why": f"{describe_case(c)}: memcheck (compute-sanitizer) found {n} bad memory "
-                                            f"access(es): {first}"}
+                verdicts[c["id"]] = _bounds_verdict(c, f"memcheck (compute-sanitizer) found {n} bad memory "
+                                                       f"access(es): {first}")
     elif memcheck is not None and memcheck.status == "failed":
         notes.append(f"memcheck could not run: {memcheck.report}")
     sim = _simulator_runs(ex, source, timeout_s, memory_bytes) if not ON_SIMULATOR else None
     for c, e in _simulator_bounds(ex, plain, sim):
         if verdicts[c["id"]]["ok"]:  # memcheck misses an overrun that lands in padding or the next array
-            verdicts[c["id"]] = {"ok": False, "kind": "error", "hint": ("bounds", {"where": describe_case(c)}),
-                                 "why": f"{describe_case(c)}: on the simulator, which checks every index: "
-                                        f"{e.get('type')} {e.get('where', '')}: {e.get('message')}"}
+            verdicts[c["id"]] = _bounds_verdict(c, f"on the simulator, which checks every index: {e.get('type')} "
+                                                   f"{e.get('where', '')}: {e.get('message')}")
 
     # the symmetric probe: said only when the probe passes and its twin (same size and config) fails
     for twin in (c for c in run.cases if c["role"] == "twin"):
@@ -373,6 +371,12 @@ def _races(ex: Exercise, run: ChildRun, results: dict, verdicts: dict, name: str
                       f"the same result under {sum(len(groups[g]) for g in checked)} perturbed schedules")
 
 
+def _bounds_verdict(c: dict[str, Any], found: str) -> dict[str, Any]:
+    """A run charged with a bad access that its output did not show (memcheck, or the simulator)."""
+    return {"ok": False, "kind": "error", "hint": ("bounds", {"where": describe_case(c)}),
+            "why": f"{describe_case(c)}: {found}"}
+
+
 def _simulator_runs(ex: Exercise, source: str, timeout_s: float, memory_bytes: int) -> ChildRun:
     """On a GPU machine: every graded run once more, in a child on the simulator, which traces the
     bytes and checks every index (memcheck cannot see a small overrun that lands in an allocation's
@@ -385,8 +389,8 @@ def _simulator_bounds(ex: Exercise, plain: list, sim: ChildRun | None) -> list[t
     """(graded run, the simulator's IndexError) for each run the simulator caught indexing past the end."""
     if sim is None or sim.report is None:
         return []
-    got = {run_key(ex, c): r for c in sim.cases for r in sim.report["cases"]
-           if isinstance(r, dict) and r.get("id") == c["id"]}
+    reports = {r.get("id"): r for r in sim.report["cases"] if isinstance(r, dict)}
+    got = {run_key(ex, c): reports.get(c["id"]) for c in sim.cases}
     out = []
     for c in plain:
         e = (got.get(run_key(ex, c)) or {}).get("error") or {}

@@ -71,18 +71,16 @@ SANDBOX_ENV = "KERNELS_LAB_SANDBOX"  # "off": no namespaces, Landlock or user dr
 # driver writes there; the child, PID 1 of its own namespace and an unprivileged user, reaches only
 # its own processes' files). A child that needs the driver gets /proc among its writable folders.
 DRIVER_WRITES = ("/proc",)
-GPU_WITHOUT: dict[str, str] = {}
 # compute-sanitizer runs the child under its own launcher and injection library: those runs keep the
 # limits and the subreaper only (what they were measured to work with on the H200)
 SANITIZER_CONFINEMENT = "compute-sanitizer runs: limits and the subreaper only"
 
 
-def confinement_off(part: str = "namespaces") -> str | None:
-    """Why this part of the confinement ("namespaces", "landlock" or "user") is not used here, or
-    None when it is."""
+def confinement_off() -> str | None:
+    """Why namespaces, Landlock and the user drop are not used here, or None when they are."""
     if os.environ.get(SANDBOX_ENV, "").lower() == "off":
         return f"{SANDBOX_ENV}=off"
-    return GPU_WITHOUT.get(part) if ON_GPU else None
+    return None
 
 
 @dataclass
@@ -123,7 +121,7 @@ def _world_usable(paths: Sequence[str]) -> tuple[bool, str]:
 @functools.lru_cache(maxsize=1)
 def _drop_target() -> tuple[tuple[int, int] | None, str]:
     """The user the child runs as (when the grader is root), or None and why not."""
-    if (why := confinement_off("user")) is not None:
+    if (why := confinement_off()) is not None:
         return None, why
     if os.geteuid() != 0:
         return None, f"the grader runs as uid {os.geteuid()}, not root: the child keeps that user"
@@ -148,9 +146,7 @@ def _probe() -> dict[str, Any]:
     drop, _ = _drop_target()
     try:
         out = subprocess.run([sys.executable, "-I", "-S", str(WARDEN), "--probe",
-                              f"{drop[0]}:{drop[1]}" if drop else "none",
-                              *(["--no-landlock"] if confinement_off("landlock") else [])],
-                             capture_output=True, text=True, timeout=60)
+                              f"{drop[0]}:{drop[1]}" if drop else "none"], capture_output=True, text=True, timeout=60)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, OSError, ValueError, IndexError) as e:
         return {"error": f"{type(e).__name__}: {e}"}
@@ -183,12 +179,9 @@ def protections() -> list[tuple[str, bool, str]]:
                                                       "before results are written (no PID namespace here)"))
         else:
             rows.append(("process containment", False, p.get("error") or "neither a PID namespace nor a subreaper"))
-        abi = 0 if confinement_off("landlock") else p.get("landlock_abi", 0)
+        abi = p.get("landlock_abi", 0)
         wrote = seen.get("outside_write")
-        if confinement_off("landlock"):
-            rows.append(("filesystem writes", False, f"no Landlock: {confinement_off('landlock')}; the child can "
-                                                     f"write wherever its user can"))
-        elif abi and wrote is False:
+        if abi and wrote is False:
             rows.append(("filesystem writes", True, f"Landlock ABI {abi}: the child writes only beneath its own "
                                                     f"scratch folder (and opens character devices in /dev"
                                                     + (", and /proc, where the CUDA driver writes; "
@@ -275,7 +268,6 @@ def confine(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None
     full=False: limits and the subreaper only (SANITIZER_CONFINEMENT)."""
     scratch = scratch_folder(tmp)
     off = confinement_off() is not None or not full
-    landlock = confinement_off("landlock") is None and full
     drop = _drop_target()[0] if full else None
     env = dict(os.environ if env is None else env)
     env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(scratch),
@@ -292,7 +284,7 @@ def confine(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None
     spec = {"argv": list(argv), "cwd": str(scratch), "env": env, "stdout": str(tmp / "stdout.txt"),
             "stderr": str(tmp / "stderr.txt"), "status": str(tmp / "warden.json"),
             "writable": [str(scratch), *extra_writable], "drop_to": list(drop) if drop else None,
-            "rlimits": limits, "namespaces": not off, "landlock": landlock, "network_namespace": network,
+            "rlimits": limits, "namespaces": not off, "landlock": not off, "network_namespace": network,
             "deny_tcp": network, "phase_limits": phases, "default_limit": run_s, "total_limit": total,
             "memory_bytes": int(memory_bytes), "progress": str(scratch / "progress.json") if progress else None}
     spec_path = tmp / "warden-spec.json"

@@ -120,10 +120,9 @@ def sanitize(ex: Exercise, source: str, tool: str, timeout_s: float = 20.0, memo
         if isinstance(c, dict) and isinstance(c.get("allocations"), list):
             allocations[c.get("id")] = [(int(p), int(n)) for p, n in c["allocations"]]
     by_case, unattributed, first = attribute(text, allocations) if errors else ({}, 0, {})
-    if errors and not by_case and not unattributed:
-        unattributed = errors  # a log we could not split into records: charge everyone
-    elif errors > sum(by_case.values()) + unattributed:  # the log stopped at the print limit: the rest
-        unattributed += errors - sum(by_case.values()) - unattributed  # happened somewhere; charge everyone
+    # errors the log does not tie to a run (it could not be split into records, or it stopped at the
+    # print limit) happened somewhere: charge every run with them
+    unattributed = max(unattributed, errors - sum(by_case.values()))
     key = {c["id"]: run_key(ex, c) for c in cases}  # this child's run ids -> ids the grade's run shares
     return SanitizerResult("errors" if errors else "clean", errors, "\n".join(lines[:8]),
                            {key[i]: n for i, n in by_case.items()}, unattributed,

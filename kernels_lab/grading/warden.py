@@ -1,7 +1,7 @@
 """The warden: the one process between the grader and a submission's child. Standard library only.
 
     python -I -S warden.py SPEC.json      run one child under every protection this kernel allows
-    python -I -S warden.py --probe [UID:GID|none] [--no-landlock]   which protections would be in force (JSON)
+    python -I -S warden.py --probe [UID:GID|none]   which protections would be in force (JSON)
 
 It runs as a script, never imported by the child, so nothing of kernels_lab (nor numba) is
 loaded in it. What it does for one child, in order:
@@ -408,9 +408,9 @@ def run(spec):
     return status
 
 
-def probe(drop=None, landlock=True):
-    """Start a trivial child under every protection (running as `drop`, a [uid, gid] or None;
-    Landlock only if `landlock`) and report what was in force."""
+def probe(drop=None):
+    """Start a trivial child under every protection (running as `drop`, a [uid, gid] or None) and
+    report what was in force."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="kl-probe-") as tmp:
         scratch = os.path.join(tmp, "scratch")
@@ -429,7 +429,7 @@ def probe(drop=None, landlock=True):
                 "print(json.dumps(r))\n") % os.path.join(tmp, "outside.txt")
         spec = {"argv": [sys.executable, "-I", "-S", "-c", code], "cwd": scratch, "env": {"PATH": "/usr/bin:/bin"},
                 "stdout": os.path.join(tmp, "out.txt"), "stderr": os.path.join(tmp, "err.txt"),
-                "writable": [scratch], "drop_to": drop, "landlock": landlock, "default_limit": 20, "total_limit": 20}
+                "writable": [scratch], "drop_to": drop, "default_limit": 20, "total_limit": 20}
         status = run(spec)
         try:
             with open(spec["stdout"]) as f:
@@ -445,7 +445,7 @@ def probe(drop=None, landlock=True):
 def main(argv):
     if argv[1:2] == ["--probe"]:
         drop = [int(v) for v in argv[2].split(":")] if len(argv) > 2 and argv[2] != "none" else None
-        print(json.dumps(probe(drop, landlock="--no-landlock" not in argv)))
+        print(json.dumps(probe(drop)))
         return 0
     with open(argv[1]) as f:
         spec = json.load(f)
