@@ -102,8 +102,10 @@ for name in ("block_sums_past_end", "block_sums_transposed"):
     x = g(name)
     check(f"{name}: no 'missing barrier' hint (racecheck finds no hazard)", x is not None and "missing barrier" not in x["summary"])
 x = g("fuse_no_bounds_guard")
-check("fuse_no_bounds_guard: memcheck charges hidden runs", x is not None and test(x, "correct (hidden)")["score"] < 3
-      and "memcheck" in test(x, "correct (hidden)")["output"])
+# memcheck misses an overrun that lands in padding or the next array; the simulator's rerun checks every index
+check("fuse_no_bounds_guard: hidden runs charged for the bad access (memcheck or the simulator's rerun)", x is not None
+      and test(x, "correct (hidden)")["score"] < 3 and any(e in test(x, "correct (hidden)")["output"]
+      for e in ("bad memory access", "which checks every index: IndexError")))
 x = g("fuse_global_temporary")
 check("fuse_global_temporary: traffic budget counted on the GPU (simulator trace)", x is not None
       and test(x, "traffic budget")["max_score"] == 1 and test(x, "traffic budget")["score"] == 0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
@@ -99,8 +99,7 @@ def measure_workload(workload: Workload, size: Size, variants: Sequence[str] | N
     for variant in steps:
         dev_out = poisoned(workload.output_specs(size))
         launch = variant.bind(dev_in, dev_out)
-        tracer = _trace_context()
-        with count_launches() as seen, tracer as trace:
+        with count_launches() as seen, trace_if_simulated() as trace:
             launch()
         _require_correct(workload, variant, dev_out, ref, "")
         plan = variant.plan(size)
@@ -132,7 +131,9 @@ def measure_workload(workload: Workload, size: Size, variants: Sequence[str] | N
     return records
 
 
-def _trace_context():
+def trace_if_simulated() -> AbstractContextManager:
+    """A context that traces every global-memory access on the simulator (it yields the trace) and
+    yields None on a GPU, where nothing can trace them: one `with` serves both back-ends."""
     if ON_SIMULATOR:
         from .trace import tracing
         return tracing()

@@ -35,20 +35,15 @@ for v in w.variants.values():
 # %%
 from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.profile.launch_hook import count_launches
-from kernels_lab.runtime import ON_SIMULATOR
+from kernels_lab.profile.measure import trace_if_simulated  # the trace on the simulator, None on a GPU
 size = w.size(1031)
 inputs = w.make_inputs(size, np.random.default_rng(1))
 for v in w.variants.values():
     launch = v.bind(to_device(inputs), poisoned(w.output_specs(size)))
-    if ON_SIMULATOR:
-        from kernels_lab.profile.trace import tracing
-        with count_launches() as seen, tracing() as trace:
-            launch()
-        print(f"{v.name:<12} launches {len(seen)}  traced {trace.bytes_total:>7,} B  plan {v.plan(size).bytes_total:>7,} B")
-    else:
-        with count_launches() as seen:
-            launch()
-        print(f"{v.name:<12} launches {len(seen)}  plan {v.plan(size).bytes_total:>7,} B")
+    with count_launches() as seen, trace_if_simulated() as trace:
+        launch()
+    traced = f"traced {trace.bytes_total:>7,} B  " if trace else ""
+    print(f"{v.name:<12} launches {len(seen)}  {traced}plan {v.plan(size).bytes_total:>7,} B")
 
 # %% [markdown]
 # ### Exercise 1: predict

@@ -15,7 +15,7 @@
 import math
 import numpy as np
 from kernels_lab import lessons, get_workload
-from kernels_lab.runtime import cuda, ON_SIMULATOR
+from kernels_lab.runtime import cuda
 from kernels_lab.workloads import softmax as sm
 print(lessons.setup())
 
@@ -64,21 +64,16 @@ print("float64 reference", "  softmax", (r64 / r64.sum()).astype(np.float32))
 # %%
 from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.profile.launch_hook import count_launches
+from kernels_lab.profile.measure import trace_if_simulated
 size = w.size(rows=5, cols=67)
 inputs = w.make_inputs(size, np.random.default_rng(1))
 want = w.reference(inputs)["out"]
 for v in w.variants.values():
     outputs = poisoned(w.output_specs(size))
     launch = v.bind(to_device(inputs), outputs)
-    if ON_SIMULATOR:
-        from kernels_lab.profile.trace import tracing
-        with count_launches() as seen, tracing() as trace:
-            launch()
-        traced = f"traced {trace.bytes_total:>6,} B  "
-    else:
-        with count_launches() as seen:
-            launch()
-        traced = ""
+    with count_launches() as seen, trace_if_simulated() as trace:
+        launch()
+    traced = f"traced {trace.bytes_total:>6,} B  " if trace else ""
     err = np.abs(outputs["out"].copy_to_host() - want).max()
     print(f"{v.name:<12} launches {len(seen)}  {traced}plan {v.plan(size).bytes_total:>6,} B   max error {err:.1e}")
 

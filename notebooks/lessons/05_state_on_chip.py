@@ -54,6 +54,7 @@ print("the barrier of each persistent variant:", ", ".join(f"{n}: {b}" for n, b 
 # %%
 from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.profile.launch_hook import count_launches
+from kernels_lab.profile.measure import trace_if_simulated
 size = w.size()  # the back-end's default: tiny on the simulator
 inputs = w.make_inputs(size, np.random.default_rng(1))
 want = w.reference(inputs)["h"]
@@ -66,16 +67,10 @@ for v in w.variants.values():
         warnings.simplefilter("ignore")  # graph on the simulator: "no CUDA graphs", said above
         launch = v.bind(to_device(inputs), outputs)
     launchers[v.name] = launch
-    if ON_SIMULATOR:
-        from kernels_lab.profile.trace import tracing
-        with count_launches() as seen, tracing() as trace:
-            launch()
-        traces[v.name] = trace
-        traced = f"traced {trace.bytes_total:>7,} B  "
-    else:
-        with count_launches() as seen:
-            launch()
-        traced = ""
+    with count_launches() as seen, trace_if_simulated() as trace:
+        launch()
+    traces[v.name] = trace
+    traced = f"traced {trace.bytes_total:>7,} B  " if trace else ""
     err = np.abs(outputs["h"].copy_to_host() - want).max()
     print(f"{v.name:<20} launches {len(seen):>2}  {traced}plan {v.plan(size).bytes_total:>7,} B   max error {err:.1e}")
 
