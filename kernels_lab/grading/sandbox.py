@@ -605,3 +605,9 @@ def _why(sig: int | None, code: int | None) -> str:
 def _set(run: ChildRun, outcome: str, detail: str) -> ChildRun:
     run.outcome, run.detail = outcome, detail
     return run
+
+
+if __name__ == "__main__":  # python -m kernels_lab.grading.sandbox: the protections as a results file's header
+    print("# sandbox:")
+    for name, on, how in protections():
+        print(f"#   [{'on ' if on else 'OFF'}] {name}: {how}")
