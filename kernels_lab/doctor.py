@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from typing import Callable
 
@@ -145,14 +146,18 @@ def report() -> tuple[str, list[str]]:
         feature(False, "timings", "the simulator cannot time kernels: run on a GPU")
     else:
         feature(False, "launching kernels", "the PTX-only back-end compiles but never launches")
-    ptx_ok, _ = probed("PTX compile for sm_75 / sm_80 / sm_90 (tests/test_ptx.py)",
-                       lambda: capabilities.ptx_compile(probe=True))
     gate = _optional("kernels_lab.grading.compile_gate", "available")
-    if gate is None:
-        feature(ptx_ok, "grader's sm_90 compile gate", "not reported by the grader (kernels_lab.grading.compile_gate "
-                                                       "is absent); it needs the PTX compile above")
-    else:
-        probed("grader's sm_90 compile gate", gate)
+    with ThreadPoolExecutor(2) as pool:  # each probe compiles in a child of its own: side by side, not in turn
+        ptx = pool.submit(_safely, lambda: capabilities.ptx_compile(probe=True))
+        gated = pool.submit(_safely, gate) if gate is not None else None
+        ptx_ok, ptx_detail = ptx.result()
+        feature(ptx_ok, "PTX compile for sm_75 / sm_80 / sm_90 (tests/test_ptx.py)", ptx_detail)
+        if gated is None:
+            feature(ptx_ok, "grader's compile gate", "not reported by the grader (kernels_lab.grading.compile_gate "
+                                                     "is absent); it needs the PTX compile above")
+        else:
+            gate_ok, gate_detail = gated.result()
+            feature(gate_ok, "grader's compile gate", gate_detail)
     probed("grid sync across blocks", _grid_sync)
     probed("Programmatic Dependent Launch", _pdl)
     for name, probe, what in (("Nsight Compute DRAM bytes", capabilities.ncu, "ncu"),

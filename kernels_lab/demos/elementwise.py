@@ -7,8 +7,9 @@ import argparse
 from ..core import get_workload
 from ..profile import plots, results
 from ..profile.measure import bytes_needed, measure_workload
-from ..runtime import ON_GPU, device_facts, free_device_memory, simulator_size_problem
+from ..runtime import free_device_memory
 from . import Demo
+from .common import Column, chosen_size, copy_ceiling, opening, results_table, workload_columns
 
 TAKES_SIZE = True  # --n / --size choose the problem size (the CLI refuses them for demos without)
 SMALLEST_GPU_N = 1 << 20
@@ -33,18 +34,9 @@ def sized_for_this_device(workload):
                               f"instead of the default 2^{size.n.bit_length() - 1} (pass --n to choose)")
 
 
-def table(records: list[dict]) -> str:
-    head = f"{'variant':<13}{'pattern':<12}{'launches':>9}{'bytes (model)':>15}{'bytes (traced)':>16}" \
-           f"{'time ms':>10}{'GB/s':>8}{'host us/launch':>16}"
-    rows = [head, "-" * len(head)]
-    for r in records:
-        traced = f"{r['bytes_traced']:,}" if r.get("bytes_traced") is not None else "-"
-        t = f"{r['time_ms']:.3f}" if r.get("time_ms") is not None else "n/a"
-        g = f"{r['GBs']:.0f}" if r.get("GBs") is not None else "n/a"
-        h = f"{r['host_us_per_launch']:.1f}" if r.get("host_us_per_launch") is not None else "n/a"
-        rows.append(f"{r['variant']:<13}{r['pattern']:<12}{r['launches']:>9}{r['bytes_model']:>15,}{traced:>16}"
-                    f"{t:>10}{g:>8}{h:>16}")
-    return "\n".join(rows)
+COLUMNS = workload_columns(13, 15) + [Column("time ms", "time_ms", 10, "{:.3f}", "n/a"),
+                                      Column("GB/s", "GBs", 8, "{:.0f}", "n/a"),
+                                      Column("host us/launch", "host_us_per_launch", 16, "{:.1f}", "n/a")]
 
 
 def narrate(records: list[dict], ceiling: float | None) -> str:
@@ -71,29 +63,14 @@ def narrate(records: list[dict], ceiling: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     workload = get_workload("elementwise")
-    note = None
     if args.size or args.n is not None:
-        size = workload.chosen_size(args.size, args.n)
-        if (problem := simulator_size_problem(size)) is not None:
-            raise ValueError(problem)
+        size, note = chosen_size(workload, args), None
     else:
         size, note = sized_for_this_device(workload)
-    n = size.n
-    print(f"backend: {device_facts().describe()}")
-    if note:
-        print(note)
-    if not ON_GPU:
-        print(f"On the CUDA simulator: small size n = {n:,}; timings are not available there, "
-              f"launches and bytes are.")
-    ceiling = None
-    if ON_GPU:
-        from ..profile.ceiling import measure_copy_ceiling
-        c = measure_copy_ceiling(n=min(n, 1 << 28))
-        ceiling = c.GBs
-        print(f"copy ceiling: {c.GBs:.0f} GB/s ({c.best}; " +
-              ", ".join(f"{k} {v:.0f}" for k, v in c.candidates.items()) + ")")
+    opening(size, note)
+    ceiling = copy_ceiling(size.n)
     records = measure_workload(workload, size, reps=args.reps)
-    print(table(records))
+    print(results_table(records, COLUMNS))
     print()
     print(narrate(records, ceiling))
     meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)

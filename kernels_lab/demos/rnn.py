@@ -15,8 +15,9 @@ from typing import Any, Sequence
 from ..core import Size, get_workload
 from ..profile import plots, results
 from ..profile.measure import measure_workload
-from ..runtime import ON_GPU, device_facts
+from ..runtime import ON_GPU
 from . import Demo, committed_results
+from .common import Column, chosen_size, opening, results_table, workload_columns
 
 COMMITTED = "rnn_h200.json"
 
@@ -31,18 +32,8 @@ def per_step(rec: dict[str, Any]) -> dict[str, Any]:
             "tflops": 2 * size["hidden"] ** 2 * size["batch"] * size["steps"] / seconds / 1e12}
 
 
-def table(records: Sequence[dict[str, Any]]) -> str:
-    head = f"{'variant':<22}{'pattern':<12}{'launches':>9}{'bytes (model)':>16}{'bytes (traced)':>16}" \
-           f"{'us/step':>10}{'TFLOP/s':>9}"
-    rows = [head, "-" * len(head)]
-    for r in records:
-        traced = f"{r['bytes_traced']:,}" if r.get("bytes_traced") is not None else "-"
-        step = f"{r['us_per_step']:.2f}" if r.get("us_per_step") is not None else "n/a"
-        flops = f"{r['tflops']:.2f}" if r.get("tflops") is not None else "n/a"
-        model = f"{r['bytes_model']:,}" if r.get("bytes_model") is not None else "-"
-        rows.append(f"{r['variant']:<22}{r['pattern']:<12}{r['launches'] or 0:>9}{model:>16}{traced:>16}"
-                    f"{step:>10}{flops:>9}")
-    return "\n".join(rows)
+COLUMNS = workload_columns(22, 16) + [Column("us/step", "us_per_step", 10, "{:.2f}", "n/a"),
+                                      Column("TFLOP/s", "tflops", 9, "{:.2f}", "n/a")]
 
 
 def narrate(records: Sequence[dict[str, Any]], size: Size, refused: dict[str, str]) -> str:
@@ -142,14 +133,11 @@ def figures(doc: dict[str, Any], out_dir: str | Path, stem: str = "rnn") -> list
 
 def run(args: argparse.Namespace) -> int:
     workload = get_workload("rnn")
-    size = workload.chosen_size(args.size, args.n)
-    print(f"backend: {device_facts().describe()}")
-    if not ON_GPU:
-        print(f"On the CUDA simulator: a small size ({size}); timings are not available there, launches and "
-              f"bytes are.")
+    size = chosen_size(workload, args)
+    opening(size)
     refused = {v.name: why for v in workload.variants.values() if (why := v.why_not(size)) is not None}
     records = [{**r, **per_step(r)} for r in measure_workload(workload, size, reps=args.reps)]
-    print(table(records))
+    print(results_table(records, COLUMNS))
     print()
     print(narrate(records, size, refused))
     meta = results.make_meta(args.command_line, None)

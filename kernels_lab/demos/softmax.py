@@ -7,9 +7,10 @@ import argparse
 from ..core import Size, get_workload
 from ..profile import plots, results
 from ..profile.measure import measure_workload
-from ..runtime import ON_GPU, device_facts
+from ..runtime import ON_GPU
 from . import Demo, show_committed
-from .elementwise import table
+from .common import chosen_size, copy_ceiling, opening, results_table
+from .elementwise import COLUMNS
 
 USEFUL_BYTES = 8  # per element: x read once, out written once, what every variant's GB/s is counted on
 
@@ -41,21 +42,12 @@ def narrate(records: list[dict], size: Size, refused: dict[str, str], ceiling: f
 
 def run(args: argparse.Namespace) -> int:
     workload = get_workload("softmax")
-    size = workload.chosen_size(args.size, args.n)
-    print(f"backend: {device_facts().describe()}")
-    if not ON_GPU:
-        print(f"On the CUDA simulator: a small size ({size}); timings are not available there, launches and "
-              f"bytes are.")
-    ceiling = None
-    if ON_GPU:
-        from ..profile.ceiling import measure_copy_ceiling
-        c = measure_copy_ceiling(n=min(size.elements, 1 << 28))
-        ceiling = c.GBs
-        print(f"copy ceiling: {c.GBs:.0f} GB/s ({c.best}; " +
-              ", ".join(f"{k} {v:.0f}" for k, v in c.candidates.items()) + ")")
+    size = chosen_size(workload, args)
+    opening(size)
+    ceiling = copy_ceiling(size.elements)
     refused = {v.name: why for v in workload.variants.values() if (why := v.why_not(size)) is not None}
     records = measure_workload(workload, size, reps=args.reps)
-    print(table(records))
+    print(results_table(records, COLUMNS))
     print()
     print(narrate(records, size, refused, ceiling))
     meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)

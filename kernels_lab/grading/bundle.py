@@ -3,7 +3,7 @@
 The zip holds, at its root (Gradescope's layout):
   setup.sh            run once when Gradescope builds the image: installs THIS copy of kernels-lab
                       (the source is in the zip, so the version graded is exactly the instructor's),
-                      with the [cu13] extra for the sm_90 compile gate when pip can get it (else
+                      with the [cu13] extra for the compile gate when pip can get it (else
                       without: the gate is then skipped for everyone, never a lost point)
   run_autograder      run per submission: grades the file in /autograder/submission on numba's CUDA
                       simulator (Gradescope has no GPU) and writes /autograder/results/results.json
