@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
-# Steps: env tests demo ncu profile ladder consumer polls pdl timeline demos notebooks grade grade-lessons
+# Steps: env tests demo ncu profile ladder consumer polls pdl pdl-window timeline demos notebooks grade grade-lessons
 #        probe render
 # (render needs no GPU: after copying $OUT's results into figures/data/ as NAME_h200.json, it redraws
 #  every figure in figures/ and rewrites the README's numbers from them)
@@ -40,6 +40,8 @@ for step in "$@"; do
         $py -m kernels_lab.cli timeline $w --json "$OUT/timeline_$w.json" --out "$OUT" 2>&1 | grep -v Warn; done ;;
     pdl)
       $py -m kernels_lab.cli profile pdl --json "$OUT/pdl.json" 2>&1 | grep -v Warn ;;
+    pdl-window)
+      $py benchmarks/pdl_window.py "$OUT/pdl_window.json" 2>&1 | grep -v Warn ;;
     demos)
       for d in consumer pdl; do $py -m kernels_lab.cli demo $d --json "$OUT/demo_$d.json" --out "$OUT/demo_$d.png" 2>&1 | grep -v Warn; done ;;
     notebooks)

@@ -112,3 +112,31 @@ def test_variants_are_correct_on_the_gpu_with_a_large_tensor_first(variant):
     group = pdl.Group([1 << 20, 300, 5000, 17, 1 << 16])  # the first member runs longest
     for seed in (1, 2, 3):
         assert pdl.check(group, pdl.run_once(group, variant, seed=seed)) is None
+
+
+def test_members_at_once_counts_overlap_from_the_stamps_and_touching_is_not_overlap():
+    from kernels_lab.profile.pdl_bench import members_at_once
+
+    def span(kernel, start, end):
+        return {"kernel": kernel, "start_us": start, "end_us": end}
+    around = [span("producer", 0, 1)], [span("consumer", 50, 51)]
+    in_turn = [span(f"quantize[{i}]", 1 + 5 * i, 6 + 5 * i) for i in range(4)]  # each ends as the next begins
+    assert members_at_once(around[0] + in_turn + around[1]) == 1
+    waves = [span(f"quantize[{i}]", 2 + 10 * (i // 3), 12 + 10 * (i // 3)) for i in range(7)]  # 3, 3, then 1
+    assert members_at_once(around[0] + waves + around[1]) == 3
+    # the producer and the consumer are not members, however they overlap the group
+    assert members_at_once([span("producer", 0, 100)] + in_turn + [span("consumer", 0, 100)]) == 1
+
+
+def test_the_g32_timeline_and_the_window_study_are_drawn_from_the_committed_runs(tmp_path):
+    from kernels_lab.profile import plots, results
+    from pathlib import Path
+    data = Path(__file__).resolve().parents[1] / "figures" / "data"
+    study = results.load(data / "pdl_h200.json")
+    kept = {(r["G"], r["size_class"]) for r in study["records"] if r.get("timeline")}
+    assert (32, "large") in kept and {(8, c) for c in ("tiny", "small", "large")} <= kept
+    window = results.load(data / "pdl_window_h200.json")
+    settings = {r["max_connections"] for r in window["records"]}
+    assert None in settings and len(settings) > 1  # the default and at least one setting beside it
+    made = plots.render(window, tmp_path, "w")
+    assert [p.name for p in made] == ["w_gantt.png"] and made[0].stat().st_size > 10_000

@@ -130,9 +130,10 @@ def pdl(data: Path = DATA, g: int = PDL_G, size_class: str = PDL_CLASS) -> dict[
             "gap": {v: by[v]["gap_us"] for v in ("graph", "graph_pdl")}}
 
 
-def pdl_timeline(data: Path = DATA, size_class: str = "large") -> dict[str, Any]:
-    """The drawn configuration of figures/pdl_h200_timeline_CLASS.png: the one with stamps."""
-    recs = [r for r in _records(PDL, data, "pdl") if r.get("timeline") and r["size_class"] == size_class]
+def pdl_timeline(data: Path = DATA, size_class: str = "large", g: int = 8) -> dict[str, Any]:
+    """The drawn configuration of figures/pdl_h200_timeline_CLASS.png (G = 8): the one with stamps."""
+    recs = [r for r in _records(PDL, data, "pdl")
+            if r.get("timeline") and r["size_class"] == size_class and r["G"] == g]
     by = {r["variant"]: r for r in recs}
     def early_us(tl):  # as the figure draws it: the group's last end minus the consumer's start, this run
         return max(s["end_us"] for s in tl[1:-1]) - tl[-1]["start_us"]

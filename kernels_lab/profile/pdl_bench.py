@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -20,6 +20,22 @@ from ..runtime import ON_GPU, cuda
 from .timing import TimingUnavailable
 
 SIZE_CLASSES = {"tiny": (256, 1024), "small": (4096, 16384), "large": (1 << 18, 1 << 20)}
+# The (G, size class) points whose last run's timeline is kept: G = 8 in every class (lesson 06's
+# Gantt charts), and G = 32 large, where host-launched pdl falls behind graph_pdl: how many members
+# run at once there is what the timeline can tell.
+TIMELINES_KEPT = {(8, c) for c in SIZE_CLASSES} | {(32, "large")}
+
+
+def members_at_once(timeline: list[dict[str, Any]]) -> int:
+    """The most group members running at one moment, from their stamps (the producer and the
+    consumer, first and last, left out)."""
+    group = timeline[1:-1]
+    edges = sorted([(k["start_us"], 1) for k in group] + [(k["end_us"], -1) for k in group])
+    running = most = 0
+    for _, step in edges:  # at equal times an end (-1) sorts first: touching is not overlapping
+        running += step
+        most = max(most, running)
+    return most
 
 
 def _gaps_us(timeline: list[dict[str, Any]]) -> list[float]:
@@ -28,7 +44,7 @@ def _gaps_us(timeline: list[dict[str, Any]]) -> list[float]:
 
 
 def measure_pdl(groups=(1, 8, 32, 64), classes=("tiny", "small", "large"), reps: int = 30,
-                seed: int = 0) -> list[dict[str, Any]]:
+                seed: int = 0, variants: Sequence[str] | None = None) -> list[dict[str, Any]]:
     if not ON_GPU:
         raise TimingUnavailable("PDL timings need a GPU (compute capability >= 9.0)")
     rng = np.random.default_rng(seed)
@@ -37,7 +53,7 @@ def measure_pdl(groups=(1, 8, 32, 64), classes=("tiny", "small", "large"), reps:
     for g in groups:
         for cls in classes:
             group = pdl.Group(pdl.make_sizes(g, rng, *SIZE_CLASSES[cls]))
-            for variant in pdl.VARIANTS + pdl.WRONG:
+            for variant in variants or pdl.VARIANTS + pdl.WRONG:
                 with warnings.catch_warnings():
                     warnings.simplefilter("error")  # on a GPU the PDL variants must really use PDL
                     launcher = pdl.GroupLauncher(group, variant)
@@ -70,6 +86,6 @@ def measure_pdl(groups=(1, 8, 32, 64), classes=("tiny", "small", "large"), reps:
                     "gap_us": float(np.median(gaps)) if gaps else None,
                     "consumer_start_minus_group_end_us": float(np.median(early)),
                     "wrong_output": problem, "switches": [list(s) for s in launcher.switches],
-                    "timeline": tl if g == 8 else None,
+                    "timeline": tl if (g, cls) in TIMELINES_KEPT else None,
                 })
     return records

@@ -370,11 +370,14 @@ def timeline_chart(records: Sequence[dict[str, Any]], meta: dict[str, Any], path
 
 
 def pdl_timeline(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path,
-                 size_class: str = "tiny") -> Path:
-    """Gantt chart per variant (kernels as rows, us on x) from the %globaltimer block stamps of one run;
-    the wrong variants are marked, and so is a consumer that started before the group had finished."""
-    recs = [r for r in records if r.get("kind") == "pdl" and r.get("timeline") and r["size_class"] == size_class]
-    fig, axes = plt.subplots(len(recs), 1, figsize=(10, 2.0 + 1.1 * len(recs)), sharex=True, squeeze=False)
+                 size_class: str = "tiny", g: int = 8) -> Path:
+    """Gantt chart per variant (kernels as rows, us on x) from the %globaltimer block stamps of one run
+    of the group of g kernels; the wrong variants are marked, and so is a consumer that started before
+    the group had finished."""
+    recs = [r for r in records if r.get("kind") == "pdl" and r.get("timeline") and r["size_class"] == size_class
+            and r["G"] == g]
+    row_in = max(1.1, 0.05 * (g + 2))  # a bar per kernel stays visible at G = 32
+    fig, axes = plt.subplots(len(recs), 1, figsize=(10, 2.0 + row_in * len(recs)), sharex=True, squeeze=False)
     for ax, r in zip(axes[:, 0], recs):
         tl = r["timeline"]
         wrong = not r.get("correct_set", True)
@@ -410,12 +413,32 @@ def pdl_timeline(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
                Patch(color=PATTERN_COLORS["pdl"], label="group kernel, PDL launch"),
                Patch(facecolor="white", edgecolor="gray", hatch="xx", label="WRONG variant (kept to show why)"),
                Patch(color=WRONG, label="consumer started before the group ended")]
-    fig.suptitle(f"G = {recs[0]['G'] if recs else '?'} {size_class} tensors: one row per kernel, one run per variant",
+    fig.suptitle(f"G = {g} {size_class} tensors: one row per kernel, one run per variant",
                  fontsize=10)
     _source_note(fig, meta)
     fig.tight_layout(rect=(0, 0.07, 1, 1))  # room below for the legend
     fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=3, frameon=False, bbox_to_anchor=(0.5, 0.005))
     return _save(fig, path, layout=False)
+
+
+def pdl_window(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """benchmarks/pdl_window.py: the same PDL group under each CUDA_DEVICE_MAX_CONNECTIONS, one
+    Gantt panel per (setting, variant): how many members run at once."""
+    recs = sorted((r for r in records if r.get("kind") == "pdl_window"),
+                  key=lambda r: (r["variant"] != "pdl", r["max_connections"] or 0))  # pdl first, the default first
+    fig, axes = plt.subplots(len(recs), 1, figsize=(10, 1.6 + 1.3 * len(recs)), sharex=True, squeeze=False)
+    for ax, r in zip(axes[:, 0], recs):
+        pdl = PATTERN_COLORS["pdl"]
+        _gantt(ax, r["timeline"], lambda k, c=pdl: NEIGHBOUR if k in ("producer", "consumer") else c)
+        ax.set_yticks([])
+        setting = r["max_connections"] or "unset (the default)"
+        ax.set_title(f"{r['variant']}, CUDA_DEVICE_MAX_CONNECTIONS={setting}: at most {r['members_at_once']} of "
+                     f"{r['G']} members at once; median end to end {r['e2e_us']:,.0f} us", fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel("time since the producer started (us, %globaltimer); one row per kernel, one run")
+    fig.suptitle(f"G = {recs[0]['G'] if recs else '?'} {recs[0]['size_class'] if recs else ''} tensors, "
+                 f"host-launched PDL against a graph, under each setting", fontsize=10)
+    _source_note(fig, meta)
+    return _save(fig, path)
 
 
 def pdl_summary(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
@@ -460,8 +483,12 @@ def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
         made.append(ladder(records, meta, out_dir / f"{stem}_ladder.png"))
     if any(r.get("kind") == "pdl" for r in records):
         made.append(pdl_summary(records, meta, out_dir / f"{stem}_e2e.png"))
-        for cls in dict.fromkeys(r["size_class"] for r in records if r.get("kind") == "pdl" and r.get("timeline")):
-            made.append(pdl_timeline(records, meta, out_dir / f"{stem}_timeline_{cls}.png", cls))
+        kept = dict.fromkeys((r["G"], r["size_class"]) for r in records if r.get("kind") == "pdl" and r.get("timeline"))
+        for g, cls in kept:  # G = 8 keeps the plain name lesson 06 and the README show
+            name = f"{stem}_timeline_{cls}.png" if g == 8 else f"{stem}_timeline_{cls}_g{g}.png"
+            made.append(pdl_timeline(records, meta, out_dir / name, cls, g))
+    if any(r.get("kind") == "pdl_window" for r in records):
+        made.append(pdl_window(records, meta, out_dir / f"{stem}_gantt.png"))
     if any(r.get("kind") == "timeline" for r in records):
         made.append(timeline_chart(records, meta, out_dir / f"{stem}_timeline.png"))
     if any(r.get("kind") == "consumer_poll" for r in records):

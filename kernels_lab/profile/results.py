@@ -9,7 +9,8 @@ Later fields are added, never renamed or removed: bytes_traced, bytes_dram_read,
 bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder records carry
 "kind": "launch", persistent-consumer records "kind": "consumer", its round-trip breakdown
 "kind": "consumer_poll" (and the host's payload copies "kind": "host_copy"), PDL records
-"kind": "pdl", kernel timelines "kind": "timeline" (REQUIRED_BY_KIND). One exception to the rule:
+"kind": "pdl" (and "pdl_window": one PDL group under each CUDA_DEVICE_MAX_CONNECTIONS), kernel
+timelines "kind": "timeline" (REQUIRED_BY_KIND). One exception to the rule:
 consumer_poll's "poll" became "protocol" on 2026-12-03, when poll kinds became queue protocols
 (the one file with the old name was re-measured).
 """
@@ -36,6 +37,7 @@ REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry 
     "consumer_poll": ("kind", "protocol", "mode", "p50_us", "p99_us"),
     "host_copy": ("kind", "target", "source", "payload_bytes", "us_p50"),
     "timeline": ("kind", "workload", "variant", "n", "source", "spans"),
+    "pdl_window": ("kind", "variant", "G", "size_class", "max_connections", "members_at_once", "e2e_us", "timeline"),
 }
 _PACKAGES = ("kernels-lab", "numba", "numba-cuda", "numpy", "llvmlite", "cuda-core", "cuda-bindings", "matplotlib")
 

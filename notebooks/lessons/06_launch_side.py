@@ -266,11 +266,12 @@ for g in (8, 32, 64):
           f"(the host issued its launches in {hp['host_us']:.0f} us)")
 
 # %% [markdown]
-# - **Nothing to overlap.** One member (G = 1) has no boundary inside the group; a host-launched group of
-#   tiny kernels is paced by the host, and PDL cannot start a kernel the host has not launched yet. At
-#   G = 64 tiny the host-launched `pdl` group was *slower* than `plain`: its host time (printed) grew by
-#   as much, so the host, not the GPU, lost that time; the study does not show why the host was slower
-#   for that one point.
+# - **Nothing to overlap.** One member (G = 1) has no boundary inside the group, so the G = 1 rows above
+#   differ by noise. A host-launched group of tiny kernels is paced by the host, and PDL cannot start a
+#   kernel the host has not launched yet. Where a host-launched row shows PDL slower, compare the host
+#   times printed beside it: when they differ by as much, the host, not the GPU, lost that time. Host
+#   times of tiny groups vary from run to run (an earlier H200 run had G = 64 tiny `pdl` slower than
+#   `plain`; benchmarks/NOTES.md keeps the runs side by side): read those rows as the host's, not PDL's.
 # - **Big grids.** Every member here is one block, so there is always room beside it. A kernel whose
 #   grid fills the GPU leaves none: the next kernel may launch only once every block of this one has
 #   triggered or exited, that is once its last wave has started, and its blocks find SMs only as that
@@ -279,10 +280,50 @@ for g in (8, 32, 64):
 #   dependent that starts early must still wait before it reads, holding its SM's registers and shared
 #   memory meanwhile. The study has no group of grid-filling kernels: this is the prediction to measure
 #   next, not a measurement.
-# - **Not explained yet.** With large tensors at G = 32 and 64, host-launched `pdl` took several times as
-#   long as `graph_pdl` with the same switches (the last lines printed), though the host had issued every
-#   launch long before the group ended. The timelines were kept for G = 8 only, where the two agree; a
-#   timeline of the G = 32 group is the next measurement.
+# - **Host-launched, large G.** With large tensors at G = 32 and 64, host-launched `pdl` took far longer
+#   than `graph_pdl` with the same switches (the ratios in the last lines printed), though the host had
+#   issued every launch long before the group ended. At G = 8 the two agree (the large timeline above).
+#   The study keeps one run's timeline at G = 32 large too: count, from the stamps, how many members
+#   run at the same moment (`members_at_once` walks the starts and ends in time order).
+
+# %%
+from kernels_lab.profile.pdl_bench import members_at_once
+for v in ("plain", "pdl", "graph", "graph_pdl"):
+    r = rec[32, "large", v]
+    print(f"G = 32 large, {v:<9}: at most {members_at_once(r['timeline']):>2} of {len(r['timeline']) - 2} members "
+          f"running at once in the run drawn; median end to end {r['e2e_us']:7,.0f} us")
+# a wrong variant is a useful witness here: its members do not wait at their end, so some end early
+u = rec[32, "large", "wrong_unordered"]["timeline"][1:-1]
+print(f"wrong_unordered: member 8 began {u[8]['start_us'] - u[0]['end_us']:+.1f} us after member 0 ended, and "
+      f"{u[8]['start_us'] - min(k['end_us'] for k in u[:8]):+.1f} us after the first of members 0-7 to end")
+
+# %% [markdown]
+# ![G = 32 large tensors, one row per kernel](../figures/pdl_h200_timeline_large_g32.png)
+#
+# Host-launched `pdl` runs its members in waves: member k + 8 begins as member k ends, and not before,
+# even when a member between them ended long ago (the wrong variant's line): in one stream, at most
+# eight host-launched kernels were in flight at once. A graph with the same switches ran all 32
+# together. A prediction to test: the width of a wave is `CUDA_DEVICE_MAX_CONNECTIONS`, the number
+# of hardware work queues the driver gives a context (8 unless set), because a kernel that launches
+# before the one ahead of it has finished needs a queue of its own; a graph, whose edges the driver
+# lays out itself, would not be limited by it. `benchmarks/pdl_window.py` ran the same group under
+# several settings (`figures/data/pdl_window_h200.json`):
+
+# %%
+window = lessons.committed("pdl_window_h200.json")
+for r in sorted(window["records"], key=lambda r: (r["variant"] != "pdl", r["max_connections"] or 0)):
+    setting = r["max_connections"] or "unset"
+    print(f"CUDA_DEVICE_MAX_CONNECTIONS={setting!s:<6} {r['variant']:<9}: at most {r['members_at_once']:>2} of "
+          f"{r['G']} members at once; median end to end {r['e2e_us']:7,.0f} us")
+
+# %% [markdown]
+# ![one group under each setting](../figures/pdl_window_h200_gantt.png)
+#
+# The prediction failed: the window stayed at eight under every setting, so it is not the driver's
+# work queues. What the measurements do establish: host-launched PDL overlaps a stream's kernels at
+# most eight deep, in stream order (kernel k + 8 waits for kernel k); a graph's programmatic edges
+# have no such window here. Where the window comes from (the GPU's front end, the driver) these runs
+# do not tell. For a group longer than eight whose members run long, capture it in a graph.
 #
 # ## The end point: one grouped kernel
 # One launch for the whole group: block t quantizes tensor t. There is no boundary inside the group, so
