@@ -75,6 +75,7 @@ sleep 2  # a surviving grandchild of escape_double_fork would have rewritten its
   $py - "$OUT/adversarial" "$escape_target" <<'EOF'
 import json, sys
 from pathlib import Path
+from kernels_lab.grading.grade import MEMCHECK_FOUND, SIMULATOR_FOUND
 folder, target = Path(sys.argv[1]), Path(sys.argv[2])
 def g(name):
     try:
@@ -97,10 +98,12 @@ for name in ("block_sums_past_end", "block_sums_transposed"):
     x = g(name)
     check(f"{name}: no 'missing barrier' hint (racecheck finds no hazard)", x is not None and "missing barrier" not in x["summary"])
 x = g("fuse_no_bounds_guard")
+check("fuse_no_bounds_guard: memcheck charges the runs it catches", x is not None
+      and MEMCHECK_FOUND in test(x, "correct (public)")["output"])
 # memcheck misses an overrun that lands in padding or the next array; the simulator's rerun checks every index
 check("fuse_no_bounds_guard: hidden runs charged for the bad access (memcheck or the simulator's rerun)", x is not None
       and test(x, "correct (hidden)")["score"] < 3 and any(e in test(x, "correct (hidden)")["output"]
-      for e in ("bad memory access", "which checks every index: IndexError")))
+      for e in (MEMCHECK_FOUND, SIMULATOR_FOUND + ": IndexError")))
 x = g("fuse_global_temporary")
 check("fuse_global_temporary: traffic budget counted on the GPU (simulator trace)", x is not None
       and test(x, "traffic budget")["max_score"] == 1 and test(x, "traffic budget")["score"] == 0)

@@ -147,7 +147,8 @@ def report() -> tuple[str, list[str]]:
     else:
         feature(False, "launching kernels", "the PTX-only back-end compiles but never launches")
     gate = _optional("kernels_lab.grading.compile_gate", "available")
-    with ThreadPoolExecutor(2) as pool:  # each probe compiles in a child of its own: side by side, not in turn
+    pool = ThreadPoolExecutor(2)  # each probe compiles in a child of its own: side by side, not in turn
+    try:
         ptx = pool.submit(_safely, lambda: capabilities.ptx_compile(probe=True))
         gated = pool.submit(_safely, gate) if gate is not None else None
         ptx_ok, ptx_detail = ptx.result()
@@ -158,6 +159,8 @@ def report() -> tuple[str, list[str]]:
         else:
             gate_ok, gate_detail = gated.result()
             feature(gate_ok, "grader's compile gate", gate_detail)
+    finally:  # on Ctrl-C, do not wait for a compile nobody will read (the probes' children have time limits)
+        pool.shutdown(wait=False, cancel_futures=True)
     probed("grid sync across blocks", _grid_sync)
     probed("Programmatic Dependent Launch", _pdl)
     for name, probe, what in (("Nsight Compute DRAM bytes", capabilities.ncu, "ncu"),

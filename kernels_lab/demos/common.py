@@ -69,3 +69,9 @@ def workload_columns(variant_width: int, bytes_width: int) -> list[Column]:
 def results_table(records: Sequence[dict[str, Any]], columns: Sequence[Column]) -> str:
     head = "".join(f"{c.header:<{c.width}}" if c.left else f"{c.header:>{c.width}}" for c in columns)
     return "\n".join([head, "-" * len(head)] + ["".join(c.cell(r) for c in columns) for r in records])
+
+
+# the elementwise and softmax demos' table: who, bytes, and what a GPU measured
+TIMED_COLUMNS = workload_columns(13, 15) + [Column("time ms", "time_ms", 10, "{:.3f}", "n/a"),
+                                            Column("GB/s", "GBs", 8, "{:.0f}", "n/a"),
+                                            Column("host us/launch", "host_us_per_launch", 16, "{:.1f}", "n/a")]

@@ -9,7 +9,7 @@ from ..profile import plots, results
 from ..profile.measure import bytes_needed, measure_workload
 from ..runtime import free_device_memory
 from . import Demo
-from .common import Column, chosen_size, copy_ceiling, opening, results_table, workload_columns
+from .common import TIMED_COLUMNS, chosen_size, copy_ceiling, opening, results_table
 
 TAKES_SIZE = True  # --n / --size choose the problem size (the CLI refuses them for demos without)
 SMALLEST_GPU_N = 1 << 20
@@ -32,11 +32,6 @@ def sized_for_this_device(workload):
         return size, None
     return workload.size(n), (f"this GPU has {free / 2**30:.1f} GiB free: n = 2^{n.bit_length() - 1} "
                               f"instead of the default 2^{size.n.bit_length() - 1} (pass --n to choose)")
-
-
-COLUMNS = workload_columns(13, 15) + [Column("time ms", "time_ms", 10, "{:.3f}", "n/a"),
-                                      Column("GB/s", "GBs", 8, "{:.0f}", "n/a"),
-                                      Column("host us/launch", "host_us_per_launch", 16, "{:.1f}", "n/a")]
 
 
 def narrate(records: list[dict], ceiling: float | None) -> str:
@@ -70,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     opening(size, note)
     ceiling = copy_ceiling(size.n)
     records = measure_workload(workload, size, reps=args.reps)
-    print(results_table(records, COLUMNS))
+    print(results_table(records, TIMED_COLUMNS))
     print()
     print(narrate(records, ceiling))
     meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)

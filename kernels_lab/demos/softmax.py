@@ -9,8 +9,7 @@ from ..profile import plots, results
 from ..profile.measure import measure_workload
 from ..runtime import ON_GPU
 from . import Demo, show_committed
-from .common import chosen_size, copy_ceiling, opening, results_table
-from .elementwise import COLUMNS
+from .common import TIMED_COLUMNS, chosen_size, copy_ceiling, opening, results_table
 
 USEFUL_BYTES = 8  # per element: x read once, out written once, what every variant's GB/s is counted on
 
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     ceiling = copy_ceiling(size.elements)
     refused = {v.name: why for v in workload.variants.values() if (why := v.why_not(size)) is not None}
     records = measure_workload(workload, size, reps=args.reps)
-    print(results_table(records, COLUMNS))
+    print(results_table(records, TIMED_COLUMNS))
     print()
     print(narrate(records, size, refused, ceiling))
     meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)

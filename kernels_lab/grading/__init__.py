@@ -6,7 +6,7 @@
   child         what runs in the child: the submission's runs, who wrote each output element
   verdict       the verdict on one run, hints and budgets (shared with kernels_lab.lessons.check)
   grade         checks and points; one maximum per exercise and back-end (counted_checks)
-  compile_gate  numba's real compiler for sm_90, no GPU needed; available() is the probe doctor shows
+  compile_gate  numba's real compiler for the course's GPUs, no GPU needed; available() is the probe doctor shows
   sanitizer     compute-sanitizer memcheck (every case, each error tied to its run) and racecheck (GPU)
   speed         the student's kernel against the reference, interleaved (GPU)
   batch         many submissions: shards, resumable runs (content hashes), merge, a CSV gradebook

@@ -41,6 +41,9 @@ from .verdict import HINTS, case_verdict, hint_text, launch_problem, same_result
 
 RACE = "no race under perturbed schedules"
 GATE = "compiles for the course's GPUs"
+# how a run's bad access is named, by whoever caught it (tests and benchmarks/grade_adversarial.sh look for these)
+MEMCHECK_FOUND = "memcheck (compute-sanitizer) found"
+SIMULATOR_FOUND = "on the simulator, which checks every index"
 
 
 @dataclass
@@ -199,15 +202,14 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
             n = memcheck.by_case.get(run_key(ex, c), 0) + memcheck.unattributed
             if n:
                 first = memcheck.first.get(run_key(ex, c)) or (memcheck.report.splitlines() or [""])[0]
-                verdicts[c["id"]] = _bounds_verdict(c, f"memcheck (compute-sanitizer) found {n} bad memory "
-                                                       f"access(es): {first}")
+                verdicts[c["id"]] = _bounds_verdict(c, f"{MEMCHECK_FOUND} {n} bad memory access(es): {first}")
     elif memcheck is not None and memcheck.status == "failed":
         notes.append(f"memcheck could not run: {memcheck.report}")
     sim = _simulator_runs(ex, source, timeout_s, memory_bytes) if not ON_SIMULATOR else None
     for c, e in _simulator_bounds(ex, plain, sim):
         if verdicts[c["id"]]["ok"]:  # memcheck misses an overrun that lands in padding or the next array
-            verdicts[c["id"]] = _bounds_verdict(c, f"on the simulator, which checks every index: {e.get('type')} "
-                                                   f"{e.get('where', '')}: {e.get('message')}")
+            verdicts[c["id"]] = _bounds_verdict(c, f"{SIMULATOR_FOUND}: {e.get('type')} {e.get('where', '')}: "
+                                                   f"{e.get('message')}")
 
     # the symmetric probe: said only when the probe passes and its twin (same size and config) fails
     for twin in (c for c in run.cases if c["role"] == "twin"):

@@ -53,7 +53,7 @@ def measure_pdl(groups=(1, 8, 32, 64), classes=("tiny", "small", "large"), reps:
     for g in groups:
         for cls in classes:
             group = pdl.Group(pdl.make_sizes(g, rng, *SIZE_CLASSES[cls]))
-            for variant in variants or pdl.VARIANTS + pdl.WRONG:
+            for variant in pdl.VARIANTS + pdl.WRONG if variants is None else variants:
                 with warnings.catch_warnings():
                     warnings.simplefilter("error")  # on a GPU the PDL variants must really use PDL
                     launcher = pdl.GroupLauncher(group, variant)

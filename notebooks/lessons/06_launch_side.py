@@ -306,8 +306,11 @@ print(f"wrong_unordered: member 8 began {u[8]['start_us'] - u[0]['end_us']:+.1f}
 # together. A prediction to test: the width of a wave is `CUDA_DEVICE_MAX_CONNECTIONS`, the number
 # of hardware work queues the driver gives a context (8 unless set), because a kernel that launches
 # before the one ahead of it has finished needs a queue of its own; a graph, whose edges the driver
-# lays out itself, would not be limited by it. `benchmarks/pdl_window.py` ran the same group under
-# several settings (`figures/data/pdl_window_h200.json`):
+# lays out itself, would not be limited by it. `benchmarks/pdl_window.py` ran a G = 32 group of large
+# tensors under several settings, each in a fresh process (`figures/data/pdl_window_h200.json`). So that
+# a window that does not move cannot be a setting the driver ignored, each process also ran a control:
+# two spinning kernels A1 -> A2 on one stream, then B1 on another. With one queue, B1 waits behind A2,
+# which waits for A1 (a false dependency); with several, B1 runs beside A1.
 
 # %%
 window = lessons.committed("pdl_window_h200.json")
@@ -315,15 +318,20 @@ for r in sorted(window["records"], key=lambda r: (r["variant"] != "pdl", r["max_
     setting = r["max_connections"] or "unset"
     print(f"CUDA_DEVICE_MAX_CONNECTIONS={setting!s:<6} {r['variant']:<9}: at most {r['members_at_once']:>2} of "
           f"{r['G']} members at once; median end to end {r['e2e_us']:7,.0f} us")
+for r in (r for r in window["records"] if r["variant"] == "pdl"):
+    print(f"control, CUDA_DEVICE_MAX_CONNECTIONS={r['max_connections'] or 'unset'!s:<6}: B1 began "
+          f"{r['control_b1_after_a1_us']:6.1f} us after A1 (each kernel spins {r['control_spin_us']} us)")
 
 # %% [markdown]
 # ![one group under each setting](../figures/pdl_window_h200_gantt.png)
 #
-# The prediction failed: the window stayed at eight under every setting, so it is not the driver's
-# work queues. What the measurements do establish: host-launched PDL overlaps a stream's kernels at
-# most eight deep, in stream order (kernel k + 8 waits for kernel k); a graph's programmatic edges
-# have no such window here. Where the window comes from (the GPU's front end, the driver) these runs
-# do not tell. For a group longer than eight whose members run long, capture it in a graph.
+# The control shows the setting took effect: with one queue, B1 waited about one spin behind A1; with
+# more, it began within the time the host takes to issue two launches. The window did not follow: eight
+# under every setting, one queue included. So the prediction failed: the eight is not the driver's work
+# queues. What the measurements do establish: host-launched PDL overlaps a stream's kernels at most
+# eight deep, in stream order (kernel k + 8 waits for kernel k); a graph's programmatic edges have no
+# such window here. Where the window comes from, these runs do not tell. For a group longer than eight
+# whose members run long, capture it in a graph.
 #
 # ## The end point: one grouped kernel
 # One launch for the whole group: block t quantizes tensor t. There is no boundary inside the group, so
