@@ -519,12 +519,10 @@ class SwitchesJudge:
             try:
                 sw = _validate(got.get("value"), g)
             except ValueError as e:
-                why = f"group_switches({g}): {e}"
-                return [(RULES, False, why), (OVERLAP, None, why), (RUN, False, why), (TIMELINE, None, why)]
+                return self._refused(f"group_switches({g}): {e}")
             checks = self._switch_rules(g, sw)
         if checks is None:  # a grouped kernel that could not be run (not a kernel, not the student's)
-            why = f"group_switches({g}) returned a kernel that cannot be graded: {grouped['problem']}"
-            return [(RULES, False, why), (OVERLAP, None, why), (RUN, False, why), (TIMELINE, None, why)]
+            return self._refused(f"group_switches({g}) returned a kernel that cannot be graded: {grouped['problem']}")
         rules, overlap = checks
         early = rules[1] is False
         pdl = bool(isinstance(ran, dict) and ran.get("pdl") is True)
@@ -546,6 +544,11 @@ class SwitchesJudge:
         else:
             run = (RUN, True, f"every tensor, scale and checksum right ({how})")
         return [rules, overlap, run, self._timeline(g, ran, grouped, credited=run[1] is True and overlap[1] is not None)]
+
+    @staticmethod
+    def _refused(why: str) -> list[tuple[str, bool | None, str]]:
+        """An answer that cannot be judged: the rules and the run fail, the rest is not counted."""
+        return [(RULES, False, why), (OVERLAP, None, why), (RUN, False, why), (TIMELINE, None, why)]
 
     @staticmethod
     def _switch_rules(g: int, sw: list[Switches]) -> tuple[tuple, tuple]:

@@ -427,9 +427,11 @@ def pdl_window(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: st
     recs = sorted((r for r in records if r.get("kind") == "pdl_window"),
                   key=lambda r: (r["variant"] != "pdl", r["max_connections"] or 0))  # pdl first, the default first
     fig, axes = plt.subplots(len(recs), 1, figsize=(10, 1.6 + 1.3 * len(recs)), sharex=True, squeeze=False)
+    def color(kernel):
+        return NEIGHBOUR if kernel in ("producer", "consumer") else PATTERN_COLORS["pdl"]
+
     for ax, r in zip(axes[:, 0], recs):
-        pdl = PATTERN_COLORS["pdl"]
-        _gantt(ax, r["timeline"], lambda k, c=pdl: NEIGHBOUR if k in ("producer", "consumer") else c)
+        _gantt(ax, r["timeline"], color)
         ax.set_yticks([])
         setting = r["max_connections"] or "unset (the default)"
         ax.set_title(f"{r['variant']}, CUDA_DEVICE_MAX_CONNECTIONS={setting}: at most {r['members_at_once']} of "
