@@ -130,7 +130,10 @@ def test_warp_and_block_reductions(rng):
     reduce_all[1, 64](cuda.to_device(x), *outs)
     sums, maxes, wm, wd, bm, bd = (o.copy_to_host() for o in outs)
     for w in (slice(0, 32), slice(32, 64)):
-        assert np.allclose(sums[w], x[w].sum(), rtol=1e-5) and (maxes[w] == x[w].max()).all()
+        # A sum of mixed signs can cancel to near zero, where a relative tolerance means nothing: the bound
+        # is float32's rounding error of a 5-level tree, relative to the sum of magnitudes.
+        bound = 5 * np.finfo(np.float32).eps * np.abs(x[w]).astype(np.float64).sum()
+        assert np.abs(sums[w] - x[w].astype(np.float64).sum()).max() <= bound and (maxes[w] == x[w].max()).all()
         assert (wm[w] == x[w].max()).all() and np.allclose(wd[w], np.exp(x[w] - x[w].max()).sum(), rtol=1e-5)
     assert (bm == x.max()).all() and np.allclose(bd, np.exp(x - x.max()).sum(), rtol=1e-5)
 
