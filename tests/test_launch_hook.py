@@ -61,6 +61,21 @@ def test_nested_counters_both_see_launches():
     assert len(outer) == 2 and len(inner) == 1
 
 
+def test_a_dry_run_is_heard_but_runs_nothing_and_only_inside():
+    a = cuda.to_device(np.zeros(10, np.float32))
+    if ON_GPU:
+        with pytest.raises(RuntimeError, match="simulator only"), launches.dry_run():
+            pass
+        return
+    with count_launches() as seen:
+        with launches.dry_run():
+            _touch[1, 16](a)
+            _calls_device_function[1, 16](a)
+        _touch[1, 16](a)  # after it: runs again
+    assert [r.kernel for r in seen] == ["_touch", "_calls_device_function", "_touch"]
+    assert (a.copy_to_host() == 1).all()
+
+
 @pytest.mark.parametrize("variant", ["unfused", "fused_naive", "fused", "persistent"])
 def test_plans_give_the_launches_the_code_performs(variant):
     w = get_workload("elementwise")

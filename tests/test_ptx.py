@@ -1,16 +1,15 @@
 """Every kernel of every variant of every workload compiles for the GPUs students have: sm_75 (T4),
 sm_80 (A100) and sm_90 (H100/H200), with numba's real compiler and no GPU.
 
-The kernels and their signatures come from real launches: each variant runs here on the simulator
-(at the smallest and the largest of the workload's test sizes, so that kernels specialised on
-the size, 4-byte and 16-byte accesses, are seen in each form), and the launch hook records every kernel's Python function and the
-numba types of the arguments it was really given. A child process on the PTX back-end
-(KERNELS_LAB_BACKEND=ptx) rebuilds each function from its code, module and closure (device
-functions in the closure are rebuilt as device functions) and compiles it with
-kernels_lab.capabilities.compile_ptx for each compute capability, the lowest first: a module-level
-device function is compiled once per process, so the sm_80 and sm_90 kernels link the one lowered
-for sm_75 (what sm_75 has, the later ones have too); the functions rebuilt from a closure are new
-for each compile.
+The kernels and their signatures come from launches: each variant is launched here on the simulator
+(at the smallest and the largest of the workload's test sizes, so that kernels specialised on the size,
+4-byte and 16-byte accesses, are seen in each form) in a dry run (launch_hook.dry_run: the launch hook
+records every kernel's Python function and the numba types of the arguments it was given, and no thread
+is simulated). A child process on the PTX back-end (KERNELS_LAB_BACKEND=ptx) rebuilds each function from
+its code, module and closure (device functions in the closure are rebuilt as device functions, one
+dispatcher each) and compiles it with kernels_lab.capabilities.compile_ptx for each compute capability,
+the lowest first: a device function is compiled once per process, so the sm_80 and sm_90 kernels link
+the one lowered for sm_75 (what sm_75 has, the later ones have too).
 
 Needs NVVM and NVRTC (pip install 'kernels-lab[cu13]'; CI installs them); skips saying so otherwise.
 PDL's griddepcontrol kernels run only on sm_90 (the variants fall back to plain launches below it);
@@ -33,7 +32,7 @@ import pytest
 
 from kernels_lab import all_workloads, capabilities
 from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile.launch_hook import listening
+from kernels_lab.profile.launch_hook import dry_run, listening
 from kernels_lab.runtime import ON_SIMULATOR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,15 +48,20 @@ from importlib import import_module
 from kernels_lab.capabilities import compile_ptx
 from kernels_lab.runtime import cuda
 
+device_functions = {}
+
 def rebuild(d):
     if d["kind"] == "value":
         return pickle.loads(d["pickle"])
+    key = pickle.dumps(d)
+    if key in device_functions:  # one dispatcher per device function, as for module-level ones
+        return device_functions[key]
     cells = tuple(types.CellType(rebuild(c)) for c in d["closure"])
     fn = types.FunctionType(marshal.loads(d["code"]), vars(import_module(d["module"])), d["name"],
                             pickle.loads(d["defaults"]), cells or None)
     fn.__qualname__ = d["qualname"]
     if d.get("device"):
-        return cuda.jit(device=True, fastmath=d["fastmath"])(fn)
+        fn = device_functions[key] = cuda.jit(device=True, fastmath=d["fastmath"])(fn)
     return fn
 
 jobs = pickle.load(open(sys.argv[1], "rb"))
@@ -118,7 +122,7 @@ def collect(w) -> list[dict]:
                                 {"fn": desc, "sig": sig, "where": f"{w.name}/{v.name} at {size}: {fn.__qualname__}"})
 
             launch = v.bind(to_device(w.make_inputs(size, np.random.default_rng(0))), poisoned(w.output_specs(size)))
-            with listening(begin):
+            with listening(begin), dry_run():  # the kernels are compiled, not run: their types are enough
                 launch()
     return list(jobs.values())
 

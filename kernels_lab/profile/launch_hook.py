@@ -35,6 +35,7 @@ Listener = tuple[Begin, Callable[[LaunchRecord], None]]
 _listeners: list[Listener] = []
 _lock = threading.Lock()
 _installed = False
+_dry = threading.local()  # .on: the simulator records launches without running them (see `dry_run`)
 
 
 def _dim3(d: Any) -> tuple[int, int, int]:
@@ -99,7 +100,7 @@ def install() -> None:
                 rec = LaunchRecord(self.fn.__name__, _dim3(self.grid_dim), _dim3(self.block_dim))
                 _notify_begin(rec, args, self.fn)
                 try:
-                    return original(self, *args)
+                    return None if getattr(_dry, "on", False) else original(self, *args)
                 finally:
                     _notify_end(rec)
 
@@ -130,6 +131,21 @@ def listening(begin: Begin,
         yield
     finally:
         _listeners.remove(entry)
+
+
+@contextmanager
+def dry_run() -> Iterator[None]:
+    """Simulator only: launches made inside (on this thread) reach the listeners but do not run, so a
+    variant's kernels and argument types can be collected without simulating every thread. Outputs are
+    left as they were: only for code that does not read them back."""
+    if not ON_SIMULATOR:
+        raise RuntimeError("dry_run() skips kernels on the simulator only; a GPU launch is already asynchronous")
+    install()
+    _dry.on = True
+    try:
+        yield
+    finally:
+        _dry.on = False
 
 
 @contextmanager
