@@ -4,6 +4,8 @@
 #
 #   OUT=/some/dir ./benchmarks/grade_adversarial.sh        -> $OUT/grades_adversarial_gpu.txt, $OUT/adversarial/*.json
 #
+# It needs the [lessons] extra (jupytext: the correct submissions are the lessons' own solutions).
+#
 # Each file of tests/submissions/adversarial/ names its exercise on its first line; the small views of those
 # exercises (tests/submissions/mini_exercises.py) are graded, plus a few lesson submissions at the lessons'
 # own sizes (memcheck on hidden cases, racecheck, speed). Submissions are graded JOBS at a time (default 4).
@@ -20,7 +22,8 @@ sols=$(mktemp -d)
 $py -c "
 import sys; from pathlib import Path; from kernels_lab.lessons import solution_source
 for name, ex in (('fuse_correct', 'fuse_chain'), ('block_sums_correct', 'block_sums')):
-    (Path(sys.argv[1]) / f'{name}.py').write_text(solution_source(ex))" "$sols"
+    (Path(sys.argv[1]) / f'{name}.py').write_text(solution_source(ex))" "$sols" ||
+  { echo "cannot write the lessons' solutions (is jupytext installed? pip install -e '.[lessons]')" >&2; exit 1; }
 escape_target="$OUT/adversarial/escape_results.json"
 
 { echo "# command: ./benchmarks/grade_adversarial.sh; date: $(date -u +%FT%TZ)"

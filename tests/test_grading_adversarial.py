@@ -142,9 +142,22 @@ def test_a_transposed_index_is_a_deterministic_bug_not_a_race():
 
 
 def test_a_hang_on_one_hidden_size_costs_that_run_only(monkeypatch):
+    # as on a GPU machine with compute-sanitizer (faked): memcheck is told which run hung, so it does not
+    # spin there again at SLOWDOWN times the limit (the H200 run: 150 s of a 254 s grade)
+    from kernels_lab.grading import grade as G
+    from kernels_lab.grading.sanitizer import SanitizerResult
+    asked = []
+    monkeypatch.setattr(G, "ON_GPU", True)
+    monkeypatch.setattr(G, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
+    monkeypatch.setattr(G, "sanitize", lambda ex, src, tool, *a, **k: asked.append((tool, k)) or
+                        SanitizerResult("clean", 0, ""))
     t0 = time.monotonic()
     g = _grade("fuse_mini", "spin_on_hidden", timeout_s=2)
     assert time.monotonic() - t0 < 25
+    ex = MINI["fuse_mini"]
+    spin = next(sandbox.run_key(ex, c) for c in sandbox.build_cases(ex, perturbed=False)
+                if c["case"].size.elements == 70 and c["config"] == (3, 32))
+    assert asked == [("memcheck", {"hung": frozenset({spin})})]
     assert g.outcome == "timeout" and _test(g, "correct (public)").status == "passed"
     hidden = _test(g, "correct (hidden)")
     assert hidden.score == 0 and "did not finish within 2 s during run 3 of 5 (n=70, config (3, 32))" in hidden.output
@@ -254,6 +267,26 @@ def test_memcheck_errors_are_charged_to_the_run_whose_array_they_touched():
 """
     by_case, unattributed, first = attribute(log, {3: [(0x7f0000000c00, 1028)], 4: [(0x7f0000002000, 400)]})
     assert by_case == {3: 1} and unattributed == 1 and "Invalid __global__ read" in first[3]
+
+
+def test_a_sanitizer_leaves_out_the_runs_that_already_hung(monkeypatch):
+    from kernels_lab.grading import sanitizer as S
+    from kernels_lab.grading.exercises import get_exercise
+    ex = get_exercise("fuse_chain")
+    keys = [sandbox.run_key(ex, c) for c in sandbox.build_cases(ex, perturbed=False, probes=False)]
+    given = []
+
+    def child(ex, source, timeout_s, memory_bytes, cases, **kw):
+        given.append([sandbox.run_key(ex, c) for c in cases])
+        raise StopIteration  # what it was given is all this test needs
+
+    monkeypatch.setattr(S, "ON_GPU", True)
+    monkeypatch.setattr(S, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
+    monkeypatch.setattr(S, "run_child", child)
+    with pytest.raises(StopIteration):
+        S.sanitize(ex, "", "memcheck", hung=frozenset(keys[1:2]))
+    assert given == [keys[:1] + keys[2:]]
+    assert S.sanitize(ex, "", "memcheck", hung=frozenset(keys)).status == "skipped" and len(given) == 1
 
 
 def test_a_sanitizer_run_is_matched_to_the_graded_run_by_case_and_configuration_not_by_position():

@@ -195,7 +195,9 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
     verdicts = {c["id"]: case_verdict(ex, c, results[c["id"]]) for c in run.cases}
     plain = [c for c in run.cases if c["role"] == "plain"]
 
-    memcheck = sanitize(ex, source, "memcheck", timeout_s, max(memory_bytes, 8 << 30)) \
+    # the run that hung is not run again under a sanitizer (it would hang there too, SLOWDOWN times longer)
+    hung = frozenset(run_key(ex, c) for c in missing[:1]) if run.outcome == "timeout" else frozenset()
+    memcheck = sanitize(ex, source, "memcheck", timeout_s, max(memory_bytes, 8 << 30), hung=hung) \
         if sanitizers and ON_GPU and find_sanitizer() else None
     if memcheck is not None and memcheck.status == "errors":
         for c in plain:
@@ -264,7 +266,7 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
                                 [f"wrong when the grid ({first_bad['config']}) has fewer threads than elements "
                                  f"({first_bad['case'].size})"]))
         elif name == RACE and not ON_SIMULATOR:
-            tests.append(_racecheck(ex, source, name, points, hints, timeout_s))
+            tests.append(_racecheck(ex, source, name, points, hints, timeout_s, hung))
         elif name == RACE:
             tests.append(_races(ex, run, results, verdicts, name, points, hints))
         elif name == GATE and not right:  # like the budgets: compiling counts for a kernel that works
@@ -435,9 +437,10 @@ def _traffic(ex: Exercise, sim: ChildRun | None, right: list, results: dict, nam
     return _score(name, points, len(rows) - len(over), len(rows), lines)
 
 
-def _racecheck(ex: Exercise, source: str, name: str, points: float, hints: _Hints, timeout_s: float) -> TestResult:
+def _racecheck(ex: Exercise, source: str, name: str, points: float, hints: _Hints, timeout_s: float,
+               hung: frozenset[tuple[int, int]]) -> TestResult:
     """On a GPU: racecheck instead of perturbed schedules (which only the simulator can do)."""
-    found = sanitize(ex, source, "racecheck", timeout_s)
+    found = sanitize(ex, source, "racecheck", timeout_s, hung=hung)
     if found.status in ("skipped", "failed"):
         return TestResult(name, 0, points, "failed", f"racecheck did not complete ({found.report}); no credit for a "
                                                       f"race check that did not run")
