@@ -142,11 +142,14 @@ def test_a_transposed_index_is_a_deterministic_bug_not_a_race():
 
 
 def test_a_hang_on_one_hidden_size_costs_that_run_only(monkeypatch):
-    # as on a GPU machine with compute-sanitizer (faked): memcheck is told which run hung, so it does not
-    # spin there again at SLOWDOWN times the limit (the H200 run: 150 s of a 254 s grade)
+    # as on a GPU machine with compute-sanitizer (faked): memcheck and the simulator's child are told which
+    # run hung, so neither spins there again (the H200 run: 150 s under memcheck, 60 s on the simulator)
     from kernels_lab.grading import grade as G
     from kernels_lab.grading.sanitizer import SanitizerResult
     asked = []
+    real = G._simulator_runs
+    monkeypatch.setattr(G, "ON_SIMULATOR", False)
+    monkeypatch.setattr(G, "_simulator_runs", lambda *a: asked.append(("simulator", a[-1])) or real(*a))
     monkeypatch.setattr(G, "ON_GPU", True)
     monkeypatch.setattr(G, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
     monkeypatch.setattr(G, "sanitize", lambda ex, src, tool, *a, **k: asked.append((tool, k)) or
@@ -157,7 +160,7 @@ def test_a_hang_on_one_hidden_size_costs_that_run_only(monkeypatch):
     ex = MINI["fuse_mini"]
     spin = next(sandbox.run_key(ex, c) for c in sandbox.build_cases(ex, perturbed=False)
                 if c["case"].size.elements == 70 and c["config"] == (3, 32))
-    assert asked == [("memcheck", {"hung": frozenset({spin})})]
+    assert asked == [("memcheck", {"hung": frozenset({spin})}), ("simulator", frozenset({spin}))]
     assert g.outcome == "timeout" and _test(g, "correct (public)").status == "passed"
     hidden = _test(g, "correct (hidden)")
     assert hidden.score == 0 and "did not finish within 2 s during run 3 of 5 (n=70, config (3, 32))" in hidden.output
@@ -311,7 +314,7 @@ def test_on_a_gpu_machine_the_simulator_charges_an_index_past_the_end_in_every_r
     ex = MINI["fuse_mini"]
     real = G._simulator_runs
     monkeypatch.setattr(G, "ON_SIMULATOR", False)
-    monkeypatch.setattr(G, "_simulator_runs", lambda e, src, t, m: real(e, submission("fuse_no_bounds_guard"), t, m))
+    monkeypatch.setattr(G, "_simulator_runs", lambda e, src, t, m, hung: real(e, submission("fuse_no_bounds_guard"), t, m, hung))
     g = grade(ex, submission("fuse_correct"), "gpu-right", compile_gate=False, sanitizers=False)
     hidden = _test(g, "correct (hidden)")
     assert hidden.score == 0 and G.SIMULATOR_FOUND + ": IndexError" in hidden.output, report.text(g)

@@ -195,7 +195,8 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
     verdicts = {c["id"]: case_verdict(ex, c, results[c["id"]]) for c in run.cases}
     plain = [c for c in run.cases if c["role"] == "plain"]
 
-    # the run that hung is not run again under a sanitizer (it would hang there too, SLOWDOWN times longer)
+    # the run that hung has no credit to lose: it is not run again under a sanitizer (SLOWDOWN times
+    # the limit there) or on the simulator
     hung = frozenset(run_key(ex, c) for c in missing[:1]) if run.outcome == "timeout" else frozenset()
     memcheck = sanitize(ex, source, "memcheck", timeout_s, max(memory_bytes, 8 << 30), hung=hung) \
         if sanitizers and ON_GPU and find_sanitizer() else None
@@ -207,7 +208,7 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
                 verdicts[c["id"]] = _bounds_verdict(c, f"{MEMCHECK_FOUND} {n} bad memory access(es): {first}")
     elif memcheck is not None and memcheck.status == "failed":
         notes.append(f"memcheck could not run: {memcheck.report}")
-    sim = _simulator_runs(ex, source, timeout_s, memory_bytes) if not ON_SIMULATOR else None
+    sim = _simulator_runs(ex, source, timeout_s, memory_bytes, hung) if not ON_SIMULATOR else None
     for c, e in _simulator_bounds(ex, plain, sim):
         if verdicts[c["id"]]["ok"]:  # memcheck misses an overrun that lands in padding or the next array
             verdicts[c["id"]] = _bounds_verdict(c, f"{SIMULATOR_FOUND}: {e.get('type')} {e.get('where', '')}: "
@@ -381,11 +382,12 @@ def _bounds_verdict(c: dict[str, Any], found: str) -> dict[str, Any]:
             "why": f"{describe_case(c)}: {found}"}
 
 
-def _simulator_runs(ex: Exercise, source: str, timeout_s: float, memory_bytes: int) -> ChildRun:
-    """On a GPU machine: every graded run once more, in a child on the simulator, which traces the
-    bytes and checks every index (memcheck cannot see a small overrun that lands in an allocation's
-    padding or in the next array)."""
-    cases = build_cases(ex, perturbed=False, probes=False)
+def _simulator_runs(ex: Exercise, source: str, timeout_s: float, memory_bytes: int,
+                    hung: frozenset[tuple[int, int]] = frozenset()) -> ChildRun:
+    """On a GPU machine: every graded run once more (but the one that hung), in a child on the
+    simulator, which traces the bytes and checks every index (memcheck cannot see a small overrun that
+    lands in an allocation's padding or in the next array)."""
+    cases = [c for c in build_cases(ex, perturbed=False, probes=False) if run_key(ex, c) not in hung]
     return run_child(ex, source, max(timeout_s, 60.0), memory_bytes, backend="sim", cases=cases)
 
 
