@@ -50,19 +50,22 @@ from kernels_lab.runtime import cuda
 
 device_functions = {}
 
-def rebuild(d):
-    if d["kind"] == "value":
-        return pickle.loads(d["pickle"])
-    key = pickle.dumps(d)
-    if key in device_functions:  # one dispatcher per device function, as for module-level ones
-        return device_functions[key]
+def function(d):
     cells = tuple(types.CellType(rebuild(c)) for c in d["closure"])
     fn = types.FunctionType(marshal.loads(d["code"]), vars(import_module(d["module"])), d["name"],
                             pickle.loads(d["defaults"]), cells or None)
     fn.__qualname__ = d["qualname"]
-    if d.get("device"):
-        fn = device_functions[key] = cuda.jit(device=True, fastmath=d["fastmath"])(fn)
     return fn
+
+def rebuild(d):
+    if d["kind"] == "value":
+        return pickle.loads(d["pickle"])
+    if not d.get("device"):
+        return function(d)
+    key = pickle.dumps(d)  # one dispatcher per device function, as for module-level ones
+    if key not in device_functions:
+        device_functions[key] = cuda.jit(device=True, fastmath=d["fastmath"])(function(d))
+    return device_functions[key]
 
 jobs = pickle.load(open(sys.argv[1], "rb"))
 failed, compiled = [], 0

@@ -318,8 +318,9 @@ def confine(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None
 # -- the cases -----------------------------------------------------------------------------------
 
 def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool | None = None,
-                probes: bool = True) -> list[dict[str, Any]]:
-    """Every (case, launch configuration, schedule) the child runs, with fresh inputs.
+                probes: bool = True, leave_out: frozenset[tuple[int, int]] = frozenset()) -> list[dict[str, Any]]:
+    """Every (case, launch configuration, schedule) the child runs, with fresh inputs; but the runs
+    whose run_key is in leave_out (with their schedules).
 
     role: "plain" (graded), "perturbed" (the same inputs under a perturbed thread schedule:
     races show as results that differ between schedules; simulator only), "probe" (the
@@ -331,17 +332,20 @@ def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool |
         judge = load_judge(exercise)
         return [{"id": k, "case": case, "config_index": 0, "inputs": {}, "output_specs": {}, "perturb_seed": None,
                  "config": None, "role": "plain", "of": None, "job": judge.job(case)}
-                for k, case in enumerate(c for c in exercise.cases if not (public_only and c.hidden))]
+                for k, case in enumerate(c for i, c in enumerate(exercise.cases)
+                                         if not (public_only and c.hidden) and (i, 0) not in leave_out)]
     cases = []
     workload = exercise.spec
     configs = exercise.configs or (None,)
     seeds = exercise.race_seeds if (ON_SIMULATOR if perturbed is None else perturbed) else ()
-    for case in exercise.cases:
+    for i, case in enumerate(exercise.cases):
         if public_only and (case.hidden or case.probe):
             continue
         if case.probe and (not probes or workload.symmetric_inputs is None):
             continue
         for c, config in enumerate(configs):
+            if (i, c) in leave_out:
+                continue
             rng = np.random.default_rng(case.seed * 7919 + c)
             inputs = (workload.symmetric_inputs if case.probe else workload.make_inputs)(case.size, rng)
             entry = {"id": len(cases), "case": case, "config_index": c, "inputs": inputs,
@@ -362,7 +366,8 @@ def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool |
 
 def run_key(exercise: Exercise, c: dict[str, Any]) -> tuple[int, int]:
     """A run's identity across children (ids are positions in one child's list, which differ between
-    the grade's run and a sanitizer's): the index of its case in the exercise, its configuration."""
+    the grade's run and a sanitizer's): the index of its case in the exercise, its configuration
+    (what build_cases's leave_out names)."""
     return next(k for k, case in enumerate(exercise.cases) if case is c["case"]), c["config_index"]
 
 
