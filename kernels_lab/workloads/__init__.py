@@ -7,4 +7,5 @@ from . import elementwise  # noqa: F401
 from . import block_sums  # noqa: F401
 from . import quantize_group  # noqa: F401
 from . import softmax  # noqa: F401
+from . import layernorm  # noqa: F401
 from . import rnn  # noqa: F401

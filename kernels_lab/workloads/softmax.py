@@ -96,9 +96,10 @@ def output_specs(size: Size) -> dict[str, tuple[tuple[int, ...], Any]]:
 # A chunk past the end of the row loads as LOWEST (exp(LOWEST - m) = 0) and is not stored.
 
 @functools.lru_cache(maxsize=None)
-def row_access(threads: int, vector: bool):
-    """(has, load, store) device functions for rows walked by `threads` threads."""
-    T = threads
+def row_access(threads: int, vector: bool, fill: float = LOWEST):
+    """(has, load, store) device functions for rows walked by `threads` threads; a chunk past the
+    end of the row loads as `fill` (LOWEST for a max; 0 for a sum, as layernorm's kernels use)."""
+    T, F = threads, np.float32(fill)
 
     @cuda.jit(device=True, inline=True)
     def has(lane, k, cols):
@@ -112,11 +113,11 @@ def row_access(threads: int, vector: bool):
             v = lane + k * T
             if v < (cols >> 2):
                 return load4(x, (start >> 2) + v)
-            return LOWEST, LOWEST, LOWEST, LOWEST
+            return F, F, F, F
         i = lane + CHUNK * k * T
-        return (x[start + i] if i < cols else LOWEST, x[start + i + T] if i + T < cols else LOWEST,
-                x[start + i + 2 * T] if i + 2 * T < cols else LOWEST,
-                x[start + i + 3 * T] if i + 3 * T < cols else LOWEST)
+        return (x[start + i] if i < cols else F, x[start + i + T] if i + T < cols else F,
+                x[start + i + 2 * T] if i + 2 * T < cols else F,
+                x[start + i + 3 * T] if i + 3 * T < cols else F)
 
     @cuda.jit(device=True, inline=True)
     def store(out, start, cols, lane, k, a0, a1, a2, a3):
