@@ -10,8 +10,8 @@ shared by every row. The variants differ in where the row and the weights are be
     variant      launches  bytes per element            where the row is between the steps
     unfused      3         4 | 4 | 4+4+4 +4 = 24        DRAM: a mean kernel, a variance kernel, a normalize
                                                         kernel that reads x, gamma and beta for every row
-    fused        1         4 + 4 (+ gamma, beta once    registers: each thread holds its slice of the row and
-                           per row group)               of gamma and beta; one block per row group
+    fused        1         4 + 4 (+ gamma, beta per     registers: each thread holds its slice of the row;
+                           row, from the caches)        one block per row group
     persistent   1         4 + 4 (+ gamma, beta once    as fused, on a grid sized to the machine that strides
                            per warp of the grid)        over the rows: gamma and beta stay in registers across
                                                         rows, as the Persistent RNNs keep their weights
@@ -42,7 +42,7 @@ from .softmax import CHUNK, WARP, RowShape, _jit, _pow2, _tag, row_access, strea
 
 F32 = 4
 EPS = 1e-5
-MAX_CHUNKS = 4          # chunks a thread holds: 16 floats of x, 16 of gamma, 16 of beta in registers
+MAX_CHUNKS = 4          # chunks a thread holds: 16 floats of x (and, held, 16 of gamma and 16 of beta)
 MAX_THREADS = 1024
 MAX_COLS = MAX_THREADS * MAX_CHUNKS * CHUNK  # 16384: the widest row the fused kernel keeps on chip
 WARP_ROWS = 4           # rows per block when a warp takes a row
@@ -77,8 +77,10 @@ def output_specs(size: Size) -> dict[str, tuple[tuple[int, ...], Any]]:
 
 
 # -- how many of a chunk's 4 elements lie inside the row ----------------------------------------
-# The loads pad with 0: right for a sum, but each padded element adds mean^2 to the sum of squared
-# deviations; the kernels subtract (padded count) x mean^2, so they need the count.
+# The loads pad with 0: right for a sum, but a padded element would add mean^2 to the sum of squared
+# deviations, so the kernels count only the first `count` of a chunk's elements (they lie in order along
+# the row). Subtracting (padded count) x mean^2 afterwards instead cancels catastrophically in float32
+# when most of a warp is padding (a short row far from 0): seen on the H200 at cols = 3.
 
 @functools.lru_cache(maxsize=None)
 def chunk_count(threads: int, vector: bool):
@@ -92,6 +94,19 @@ def chunk_count(threads: int, vector: bool):
         return (i < cols) + (i + T < cols) + (i + 2 * T < cols) + (i + 3 * T < cols)
 
     return count
+
+
+@cuda.jit(device=True, inline=True)
+def deviations(a0, a1, a2, a3, m, count):
+    """Sum of (a - m)^2 over the first `count` of a chunk's 4 elements."""
+    q = (a0 - m) * (a0 - m) if count > 0 else _ZERO
+    if count > 1:
+        q += (a1 - m) * (a1 - m)
+    if count > 2:
+        q += (a2 - m) * (a2 - m)
+    if count > 3:
+        q += (a3 - m) * (a3 - m)
+    return q
 
 
 # -- unfused: a kernel per statistic, then one to normalize; a block per row --------------------
@@ -124,15 +139,13 @@ def unfused_kernels(shape: RowShape):
         lane, row = cuda.threadIdx.x, cuda.blockIdx.x
         m = rmean[row]
         q = _ZERO
-        pad = 0
         k = 0
         while has(lane, k, cols):
             for u in range(U):
                 a0, a1, a2, a3 = load(x, row * cols, cols, lane, k + u)
-                q += ((a0 - m) * (a0 - m) + (a1 - m) * (a1 - m)) + ((a2 - m) * (a2 - m) + (a3 - m) * (a3 - m))
-                pad += CHUNK - count(lane, k + u, cols)
+                q += deviations(a0, a1, a2, a3, m, count(lane, k + u, cols))
             k += U
-        q = block_sum(q - np.float32(pad) * m * m, scratch)
+        q = block_sum(q, scratch)
         if lane == 0:
             rrstd[row] = _ONE / math.sqrt(q / np.float32(cols) + eps)
 
@@ -153,21 +166,24 @@ def unfused_kernels(shape: RowShape):
     return row_mean, row_rstd, normalize
 
 
-# -- fused: the row, gamma and beta in registers ---------------------------------------------------
-# Each thread loads its slice of gamma and beta once, before the loop over rows (its columns are the
-# same in every row), then per row: its slice of x (all loads first), the mean (a warp or block sum),
-# the squared deviations from the values it holds (a second sum), and the store. Launched with a block
-# per row group the loop runs once; `persistent` launches it on a grid sized to the machine, so the
-# weights are loaded once per warp of the grid instead of once per row group.
+# -- fused: the row in registers ---------------------------------------------------------------------
+# Per row, each thread loads its slice of x (all loads first), then the mean (a warp or block sum), the
+# squared deviations from the values it holds (a second sum), and the store, with its slice of gamma and
+# beta. Launched with a block per row group (`fused`) the loop over rows runs once, and the weights are
+# loaded just before the store (cache hits: every row reads the same ones). `persistent` launches it
+# on a grid sized to the machine with hold=True: each thread loads its slice of the weights ONCE, before
+# the loop (its columns are the same in every row), and keeps them in registers across rows, at the
+# price of 2 x 4 x chunks more registers a thread (which lowers occupancy at wide rows).
 
 @functools.lru_cache(maxsize=None)
-def fused_kernel(shape: RowShape):
+def fused_kernel(shape: RowShape, hold: bool = False):
     _has, load, store = row_access(shape.threads, shape.vector, 0.0)
     count = chunk_count(shape.threads, shape.vector)
     T, C, block = shape.threads, shape.chunks, shape.block
     held, per_warp, rows_per_block = CHUNK * C, T == WARP, shape.rows_per_block
 
-    @_jit(f"layernorm_fused_{'warp' if per_warp else 'block'}{T}x{C}_b{block}_{_tag(shape.vector)}", block)
+    @_jit(f"layernorm_{'hold' if hold else 'fused'}_{'warp' if per_warp else 'block'}{T}x{C}_b{block}_"
+          f"{_tag(shape.vector)}", block)
     def fused(x, gamma, beta, out, rows, cols, eps):
         vals = cuda.local.array(held, np.float32)
         g = cuda.local.array(held, np.float32)
@@ -177,13 +193,11 @@ def fused_kernel(shape: RowShape):
         lane = cuda.threadIdx.x & (T - 1)
         inv_cols = _ONE / np.float32(cols)  # float32 throughout: an int64 operand promotes to float64
         first = cuda.blockIdx.x * rows_per_block
-        n = cols if first + cuda.threadIdx.x // T < rows else 0  # no row in this grid: load no weights
-        pad = 0
-        for k in range(C):
-            g[4 * k], g[4 * k + 1], g[4 * k + 2], g[4 * k + 3] = load(gamma, 0, n, lane, k)
-            b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3] = load(beta, 0, n, lane, k)
-            pad += CHUNK - count(lane, k, cols)
-        pad_f = np.float32(pad)
+        if hold:
+            n = cols if first + cuda.threadIdx.x // T < rows else 0  # no row in this grid: load no weights
+            for k in range(C):
+                g[4 * k], g[4 * k + 1], g[4 * k + 2], g[4 * k + 3] = load(gamma, 0, n, lane, k)
+                b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3] = load(beta, 0, n, lane, k)
         while first < rows:  # uniform across the block: every thread reaches every barrier
             row = first + cuda.threadIdx.x // T
             n = cols if row < rows else 0  # a warp past the last row loads and stores nothing
@@ -195,11 +209,13 @@ def fused_kernel(shape: RowShape):
                 s += (a0 + a1) + (a2 + a3)
             m = (warp_sum(s) if per_warp else block_sum(s, ssum)) * inv_cols
             q = _ZERO
-            for j in range(held):
-                q += (vals[j] - m) * (vals[j] - m)
-            q -= pad_f * m * m  # the padded zeros' share
+            for k in range(C):
+                q += deviations(vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3], m, count(lane, k, cols))
             r = _ONE / math.sqrt((warp_sum(q) if per_warp else block_sum(q, ssq)) * inv_cols + eps)
             for k in range(C):
+                if not hold:
+                    g[4 * k], g[4 * k + 1], g[4 * k + 2], g[4 * k + 3] = load(gamma, 0, n, lane, k)
+                    b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3] = load(beta, 0, n, lane, k)
                 store(out, start, n, lane, k, (vals[4 * k] - m) * r * g[4 * k] + b[4 * k],
                       (vals[4 * k + 1] - m) * r * g[4 * k + 1] + b[4 * k + 1],
                       (vals[4 * k + 2] - m) * r * g[4 * k + 2] + b[4 * k + 2],
@@ -239,7 +255,7 @@ def persistent_blocks(shape: RowShape, rows: int) -> int:
         from numba import types
         arr = types.Array(types.float32, 1, "C")
         _SIG = (arr, arr, arr, arr, types.int64, types.int64, types.float32)
-    return min(persistent_grid(fused_kernel(shape), _SIG, shape.block), shape.blocks(rows))
+    return min(persistent_grid(fused_kernel(shape, hold=True), _SIG, shape.block), shape.blocks(rows))
 
 
 # -- plans and launchers --------------------------------------------------------------------------
@@ -262,8 +278,9 @@ def _plan_fused(persistent: bool):
             raise ValueError(fused_refusal(size.cols))
         r, c = size.rows, size.cols
         grid = persistent_blocks(shape, r) if persistent else shape.blocks(r)
-        loaders = min(grid * shape.rows_per_block, r)  # row slots that hold a row: each loads gamma and beta
-        return Plan((KernelLaunch(kernel_name(fused_kernel(shape)), grid, shape.block,
+        # gamma and beta: loaded per row, or (held) once per row slot of the grid that gets a row
+        loaders = min(grid * shape.rows_per_block, r) if persistent else r
+        return Plan((KernelLaunch(kernel_name(fused_kernel(shape, hold=persistent)), grid, shape.block,
                                   bytes_read=F32 * (r * c + 2 * loaders * c), bytes_written=F32 * r * c,
                                   read_bytes_in_flight=16 * shape.chunks),))
     return plan
@@ -312,7 +329,7 @@ def bind_fused(inputs, outputs, stream=0, *, persistent: bool = False):
     if shape is None:
         raise ArgumentError(fused_refusal(cols))
     grid = persistent_blocks(shape, rows) if persistent else shape.blocks(rows)
-    configured = fused_kernel(shape)[grid, shape.block, stream]
+    configured = fused_kernel(shape, hold=persistent)[grid, shape.block, stream]
     xf, outf, eps = x.reshape(rows * cols), out.reshape(rows * cols), np.float32(EPS)
     return lambda: configured(xf, gamma, beta, outf, rows, cols, eps)
 
@@ -329,8 +346,8 @@ WORKLOAD = register(Workload(
 ))
 WORKLOAD.add(Variant("unfused", "unfused", "3 kernels, a block per row: the mean; the variance; normalize "
                                            "(x, gamma and beta read again for every row)", plan_unfused, bind_unfused))
-WORKLOAD.add(Variant("fused", "fused", "1 kernel, the row and its gamma, beta slices in registers: a row per warp "
-                                       "(<= 512 columns) or per block, 16-byte accesses when cols % 4 == 0",
+WORKLOAD.add(Variant("fused", "fused", "1 kernel, the row in registers: a row per warp (<= 512 columns) or per "
+                                       "block, 16-byte accesses when cols % 4 == 0; gamma, beta read at the store",
                      _plan_fused(False), bind_fused, lambda size: fused_refusal(size.cols)))
 WORKLOAD.add(Variant("persistent", "persistent", "the fused kernel on a grid of resident blocks x SMs, striding "
                                                  "over rows: gamma and beta loaded once per warp of the grid",
