@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
+from .errors import UsageError
+
 PATTERNS = ("unfused", "fused", "persistent", "graph", "pdl")
 
 
@@ -155,7 +157,7 @@ def _make_size(items: tuple[tuple[str, int], ...]) -> Size:
     return Size(**dict(items))
 
 
-class SizeError(ValueError):
+class SizeError(UsageError):
     """A size that names an unknown axis or a value that is not a positive whole number."""
 
 
@@ -217,6 +219,25 @@ class Tolerance:
     atol: float
 
 
+@dataclass(frozen=True)
+class HardInput:
+    """An input a workload promises to handle, so every graded case must test it.
+
+    about:   what it is and what it catches, in words (the grader and tests name it)
+    sizes:   Size -> bool, the sizes that can hold it (None: every size); a shape-only hard input
+             (present None) is a promise about the cases: an exercise must grade at least one such size
+    present: (Size, inputs) -> bool, make_inputs put it in these inputs; required at every size that
+             `sizes` accepts (tests/test_hard_inputs.py checks it for every graded case of every exercise)
+    """
+
+    about: str
+    sizes: Callable[["Size"], bool] | None = None
+    present: Callable[["Size", Mapping[str, Any]], bool] | None = None
+
+    def fits(self, size: "Size") -> bool:
+        return self.sizes is None or bool(self.sizes(size))
+
+
 OutputSpecs = dict[str, tuple[tuple[int, ...], Any]]
 
 
@@ -229,6 +250,11 @@ class Workload:
     output_specs(size)         -> {output name: (shape, dtype)}
     symmetric_inputs(size, rng)-> optional: inputs arranged so that a wrong index can pass (x == b,
                                   a symmetric matrix); the grader's probe for "passes only by luck"
+    hard_inputs                -> what the workload promises to handle (HardInput: rows near +100 and -120,
+                                  widths that are not multiples of 32, batch > 1, ...): make_inputs puts
+                                  each one in every size that can hold it, and an exercise is refused
+                                  unless its graded cases include a size for each. Any output of 2 or more
+                                  axes adds one of its own: a non-square shape (a swapped index shows).
     """
 
     name: str
@@ -239,6 +265,7 @@ class Workload:
     output_specs: Callable[[Size], OutputSpecs]
     tolerance: Tolerance
     symmetric_inputs: Callable[[Size, np.random.Generator], dict[str, Any]] | None = None
+    hard_inputs: tuple[HardInput, ...] = ()
     variants: dict[str, Variant] = field(default_factory=dict)
     exercises: dict[str, "Exercise"] = field(default_factory=dict, repr=False)
 
@@ -259,8 +286,21 @@ class Workload:
         if exercise.workload != self.name:
             raise ValueError(f"exercise {exercise.name!r} is a view of {exercise.workload!r}, not {self.name!r}")
         self.variant(exercise.variant)  # the budget variant must exist
+        if exercise.kind != "data":  # a data exercise's judge makes its own runs
+            graded = [c.size for c in exercise.cases if not c.probe]
+            for hard in self.all_hard_inputs(graded[0] if graded else self.default_size(False)):
+                if not any(hard.fits(size) for size in graded):
+                    raise ValueError(f"exercise {exercise.name!r}: no graded case has a size for the hard input "
+                                     f"of {self.name!r}: {hard.about}")
         self.exercises[exercise.name] = exercise
         return exercise
+
+    def all_hard_inputs(self, size: Size) -> tuple[HardInput, ...]:
+        """The declared hard inputs, and a non-square shape for each output of 2 or more axes (at `size`)."""
+        square = [HardInput(f"a non-square {name} (its axes differ: a swapped index shows)",
+                            sizes=lambda s, name=name: len(set(self.output_specs(s)[name][0])) > 1)
+                  for name, (shape, _) in self.output_specs(size).items() if len(shape) >= 2]
+        return (*self.hard_inputs, *square)
 
     # sizes
     @property
@@ -375,7 +415,9 @@ def fixed(grid: int, block: int) -> Config:
 
 @dataclass(frozen=True)
 class Case:
-    """One graded size. probe: the workload's symmetric inputs (a wrong index could pass)."""
+    """One graded size. seed: a public case's inputs; hidden: its inputs are drawn from seed and a seed
+    chosen at grading time (grading/sandbox.build_cases); probe: the workload's symmetric inputs (a wrong
+    index could pass)."""
 
     size: Size
     seed: int
@@ -434,6 +476,8 @@ class Exercise:
             raise ValueError(f"exercise {self.name!r}: a 'data' exercise needs a judge, and only it has one")
         if self.kind == "kernel" and not self.configs:
             raise ValueError(f"exercise {self.name!r}: a kernel exercise needs at least one launch configuration")
+        from .grading.judge import validate_points  # here, not at the top: the grader imports this module
+        validate_points(self)  # every key of points names a check the grader has
 
     @property
     def spec(self) -> Workload:

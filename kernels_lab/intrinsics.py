@@ -25,63 +25,18 @@ several times that to cover DRAM latency at 4.8 TB/s. One 16-byte load per threa
 quadruples the bytes in flight for the same number of instructions.
 
 The caller guarantees a 16-byte aligned base (every device allocation is) and 4v+3 < a.size.
-On the simulator the same names are plain Python that index the array element by element,
-so its accesses are still traced (4 reads, 4 writes) and bounds-checked.
+On the simulator the same names are plain Python (kernels_lab/sim_device.py) that index the array
+element by element, so its accesses are still traced (4 reads, 4 writes) and bounds-checked.
 """
 
 from __future__ import annotations
 
 from .runtime import ON_SIMULATOR
 
-if ON_SIMULATOR:
-    import time as _time
-
-    def globaltimer():
-        return _time.perf_counter_ns()
-
-    # The simulator runs one kernel at a time: every dependency is already met, so the two PDL
-    # instructions do nothing but count their calls (how the grader sees whether a student's
-    # kernel waits or triggers without PTX to read).
-    SIM_CALLS = {"wait": 0, "trigger": 0}
-
-    def grid_dependency_wait():
-        SIM_CALLS["wait"] += 1
-
-    def launch_dependents():
-        SIM_CALLS["trigger"] += 1
-
-    def _plain_load(a, i):
-        return a[i]  # one coherent memory: every ordering of a scalar load is the same here
-
-    load_acquire_sys = poll_relaxed_sys = _plain_load
-
-    def load4_relaxed_sys(a, v):
-        return load4(a, v)
-
-    def float_bits(x):
-        import numpy as _np
-        return _np.float32(x).view(_np.int32)
-
-    def _split(word):
-        import numpy as _np
-        halves = _np.asarray(word, _np.int64).reshape(1).view(_np.int32)  # little-endian: value, mark
-        return halves[:1].view(_np.float32)[0], halves[1]
-
-    def load_marked2_sys(a, v):
-        d0, m0 = _split(a[2 * v])
-        d1, m1 = _split(a[2 * v + 1])
-        return d0, m0, d1, m1
-
-    def load4(a, v):
-        i = 4 * v
-        return a[i], a[i + 1], a[i + 2], a[i + 3]
-
-    def store4(a, v, x, y, z, w):
-        i = 4 * v
-        a[i] = x
-        a[i + 1] = y
-        a[i + 2] = z
-        a[i + 3] = w
+if ON_SIMULATOR:  # the same names in Python, with the simulator's other missing features
+    from .sim_device import (SIM_CALLS, float_bits, globaltimer, grid_dependency_wait,  # noqa: F401
+                             launch_dependents, load4, load4_relaxed_sys, load_acquire_sys, load_marked2_sys,
+                             poll_relaxed_sys, store4)
 
 else:
     from llvmlite import ir
@@ -224,3 +179,58 @@ else:
         def codegen(context, builder, signature, args):
             return builder.bitcast(args[0], ir.IntType(32))
         return types.int32(x), codegen
+
+
+# For the decode megakernel's counters (lesson 07), CUTLASS's arrive / wait pattern at GPU scope:
+#   nanosleep(ns)             the pause between two polls of a bounded spin (nanosleep.u32, sm_70+; only a
+#                             hint, it may return at once), so that waiting blocks leave the memory system to
+#                             the ones doing work; on the simulator it hands the GIL over
+#   load_acquire_gpu(a, i)    int32 a[i] with ld.acquire.gpu: a poll never hoisted; the loads after it (and,
+#                             after a barrier, the block's) see what the writer stored before its release
+#   add_release_gpu(a, i, v)  a[i] += v with red.release.gpu: the stores before it (the block's, after a
+#                             barrier) are visible GPU-wide before the count is; one instruction, no fence
+#   prefetch_l2(a, i)         prefetch.global.L2 of the line holding float32 a[i]: no register, no wait; the
+#                             load that follows finds it in L2 (the simulator has no cache: nothing to do)
+if ON_SIMULATOR:  # in Python, with the others (add_release_gpu under a lock: blocks may run side by side)
+    from .sim_device import add_release_gpu, load_acquire_gpu, nanosleep, prefetch_l2  # noqa: F401
+else:
+    @intrinsic
+    def nanosleep(typingctx, ns):
+        if not isinstance(ns, types.Integer):
+            raise TypeError(f"nanosleep needs an integer number of nanoseconds, got {ns}")
+
+        def codegen(context, builder, signature, args):
+            t = context.cast(builder, args[0], signature.args[0], types.uint32)
+            _inline_asm(builder, ir.VoidType(), "nanosleep.u32 $0;", "r,~{memory}", (t,))
+            return context.get_dummy_value()
+        return types.void(ns), codegen
+
+    load_acquire_gpu = _scalar_load("ld.acquire.gpu.global.s32", types.int32, ir.IntType(32), "r")
+
+    @intrinsic
+    def add_release_gpu(typingctx, a, i, v):
+        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.int32):
+            raise TypeError(f"add_release_gpu needs a 1-D int32 array, got {a}")
+        if not (isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+            raise TypeError(f"add_release_gpu needs an integer index and value, got {i}, {v}")
+
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
+            val = context.cast(builder, args[2], signature.args[2], types.int32)
+            _inline_asm(builder, ir.VoidType(), "red.release.gpu.global.add.s32 [$0], $1;", "l,r,~{memory}",
+                        (ptr, val))
+            return context.get_dummy_value()
+        return types.void(a, i, v), codegen
+
+    @intrinsic
+    def prefetch_l2(typingctx, a, i):
+        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.float32):
+            raise TypeError(f"prefetch_l2 needs a 1-D float32 array, got {a}")
+        if not isinstance(i, types.Integer):
+            raise TypeError(f"prefetch_l2 needs an integer index, got {i}")
+
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(context, builder, signature.args[0], *args)
+            _inline_asm(builder, ir.VoidType(), "prefetch.global.L2 [$0];", "l", (ptr,))
+            return context.get_dummy_value()
+        return types.void(a, i), codegen

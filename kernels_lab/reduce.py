@@ -18,13 +18,10 @@ no memory, no barrier); a block reduction does that, lane 0 of each warp writes 
 `scratch`, one barrier, and every thread combines the blockDim/32 warp results. One barrier
 instead of log2(blockDim): on the H200 the consumer's reduction of 256 values took about
 0.7 us as a shared-memory tree.
-The simulator has no warp shuffles. There both go through shared memory: each thread writes
-its value, a barrier, each thread combines its warp's 32 (or the block's) values itself, a
-barrier. The results are the same up to float rounding order, but on the simulator a warp
-reduction is a BLOCK barrier: every thread of the block must call it, as often as the others.
+The simulator runs the same code: its warp shuffles come from sim_device.py.
 
-The block size must be a multiple of 32, and `scratch` a shared float32 array of blockDim
-elements (a GPU uses the first blockDim/32). Every thread of the block must call a block
+The block size must be a multiple of 32, and `scratch` a shared float32 array of at least
+blockDim/32 elements. Every thread of the block must call a block
 reduction (it contains barriers), and every lane of a warp a warp reduction. `scratch` may be
 reused only after another barrier: other threads may still be reading it.
 """
@@ -35,11 +32,10 @@ import math
 
 import numpy as np
 
-from .runtime import ON_SIMULATOR, cuda
+from .runtime import cuda
 
 LOWEST = np.float32(-np.finfo(np.float32).max)  # the identity of max, and m of an empty partial
 _ALL_LANES = 0xFFFFFFFF
-_SIM_THREADS = 1024  # the most threads a block can have: the simulator's warp scratch holds one value each
 
 
 @cuda.jit(device=True, inline=True)
@@ -59,59 +55,10 @@ def md_combine(m1, d1, m2, d2):
     return m, d1 * math.exp(m1 - m) + d2 * math.exp(m2 - m)
 
 
-# -- the simulator: every thread folds the values it needs after one barrier -------------------
-# A barrier costs the simulator about 0.2 ms per thread of the block, so instead of a tree
-# (log2(blockDim) + 1 barriers) each thread writes its value, one barrier, each thread combines
-# the values of its warp (or block) itself, and one more barrier before the slots are reused.
-# The combining calls the op's plain Python function: a simulated device call costs ~17 us.
-
-def _sim_fold(op, block_wide: bool):
-    op = op.py_func
-
-    @cuda.jit(device=True, inline=True)
-    def fold(value, scratch):
-        tid = cuda.threadIdx.x
-        scratch[tid] = value
-        cuda.syncthreads()
-        first, count = (0, cuda.blockDim.x) if block_wide else (tid - (tid & 31), 32)
-        total = scratch[first]
-        for j in range(first + 1, first + count):
-            total = op(total, scratch[j])
-        cuda.syncthreads()  # the slots may be written again as soon as this returns
-        return total
-    return fold
-
-
-def _sim_fold_md(block_wide: bool):
-    combine = md_combine.py_func
-
-    @cuda.jit(device=True, inline=True)
-    def fold(m, d, scratch_m, scratch_d):
-        tid = cuda.threadIdx.x
-        scratch_m[tid] = m
-        scratch_d[tid] = d
-        cuda.syncthreads()
-        first, count = (0, cuda.blockDim.x) if block_wide else (tid - (tid & 31), 32)
-        tm, td = scratch_m[first], scratch_d[first]
-        for j in range(first + 1, first + count):
-            tm, td = combine(tm, td, scratch_m[j], scratch_d[j])
-        cuda.syncthreads()
-        return tm, td
-    return fold
-
-
 # -- one value per thread ------------------------------------------------------------------
 
 def warp_reduce(op):
     """A warp-wide reduction with the binary device function `op`."""
-
-    if ON_SIMULATOR:
-        fold = _sim_fold(op, block_wide=False)
-
-        @cuda.jit(device=True, inline=True)
-        def reduce(value):
-            return fold(value, cuda.shared.array(_SIM_THREADS, np.float32))
-        return reduce
 
     @cuda.jit(device=True, inline=True)
     def reduce(value):
@@ -127,9 +74,6 @@ def warp_reduce(op):
 
 def block_reduce(op):
     """A block-wide reduction with the binary device function `op`."""
-
-    if ON_SIMULATOR:
-        return _sim_fold(op, block_wide=True)
 
     in_warp = warp_reduce(op)
 
@@ -156,34 +100,24 @@ block_max = block_reduce(_max)
 
 # -- the online-softmax pair (m, d) per thread -----------------------------------------------
 
-if ON_SIMULATOR:
-    _warp_fold_md = _sim_fold_md(block_wide=False)
-    block_md = _sim_fold_md(block_wide=True)
+@cuda.jit(device=True, inline=True)
+def warp_md(m, d):
+    lanes = 16
+    while lanes > 0:
+        m, d = md_combine(m, d, cuda.shfl_xor_sync(_ALL_LANES, m, lanes), cuda.shfl_xor_sync(_ALL_LANES, d, lanes))
+        lanes //= 2
+    return m, d
 
-    @cuda.jit(device=True, inline=True)
-    def warp_md(m, d):
-        lanes_m = cuda.shared.array(_SIM_THREADS, np.float32)  # one line each: the simulator tells
-        lanes_d = cuda.shared.array(_SIM_THREADS, np.float32)  # shared arrays apart by source line
-        return _warp_fold_md(m, d, lanes_m, lanes_d)
 
-else:
-    @cuda.jit(device=True, inline=True)
-    def warp_md(m, d):
-        lanes = 16
-        while lanes > 0:
-            m, d = md_combine(m, d, cuda.shfl_xor_sync(_ALL_LANES, m, lanes), cuda.shfl_xor_sync(_ALL_LANES, d, lanes))
-            lanes //= 2
-        return m, d
-
-    @cuda.jit(device=True, inline=True)
-    def block_md(m, d, scratch_m, scratch_d):
-        tid = cuda.threadIdx.x
-        wm, wd = warp_md(m, d)
-        if (tid & 31) == 0:
-            scratch_m[tid >> 5] = wm
-            scratch_d[tid >> 5] = wd
-        cuda.syncthreads()
-        tm, td = scratch_m[0], scratch_d[0]
-        for w in range(1, cuda.blockDim.x >> 5):
-            tm, td = md_combine(tm, td, scratch_m[w], scratch_d[w])
-        return tm, td
+@cuda.jit(device=True, inline=True)
+def block_md(m, d, scratch_m, scratch_d):
+    tid = cuda.threadIdx.x
+    wm, wd = warp_md(m, d)
+    if (tid & 31) == 0:
+        scratch_m[tid >> 5] = wm
+        scratch_d[tid >> 5] = wd
+    cuda.syncthreads()
+    tm, td = scratch_m[0], scratch_d[0]
+    for w in range(1, cuda.blockDim.x >> 5):
+        tm, td = md_combine(tm, td, scratch_m[w], scratch_d[w])
+    return tm, td

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..arrays import device_vector
-from ..core import Axis, Case, Exercise, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
+from ..core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, Tolerance, Variant, Workload,
+                    kernel_name, register)
 from ..runtime import cuda
 
 TILE = 64
@@ -82,6 +83,8 @@ WORKLOAD = register(Workload(
     axes=(Axis("n", sim=3 * TILE + 5, gpu=1 << 26, sim_sweep=(7, 3 * TILE + 5), about="vector length"),),
     make_inputs=make_inputs, reference=reference, output_specs=output_specs,
     tolerance=Tolerance(rtol=1e-4, atol=1e-4),
+    hard_inputs=(HardInput(f"a length that is not a multiple of {TILE}: the last block sums a partial tile",
+                           sizes=lambda s: s.n % TILE != 0),),
 ))
 WORKLOAD.add(Variant("fused", "fused", f"1 kernel, one {TILE}-thread block per sum, a shared-memory tree",
                      plan, bind))

@@ -26,8 +26,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..arrays import ArgumentError, device_vector, same_length
-from ..core import (Axis, Case, Exercise, KernelLaunch, Plan, Size, SpeedSpec, Tolerance, Variant, Workload, fixed,
-                    grid_for, kernel_name, register)
+from ..core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, SpeedSpec, Tolerance, Variant,
+                    Workload, fixed, grid_for, kernel_name, register)
 from ..intrinsics import load4, store4
 from ..runtime import ON_GPU, cuda, persistent_grid
 
@@ -267,6 +267,9 @@ WORKLOAD = register(Workload(
     output_specs=output_specs,
     tolerance=Tolerance(rtol=1e-4, atol=1e-5),
     symmetric_inputs=symmetric_inputs,
+    hard_inputs=(HardInput(f"a length that is a multiple of neither the block ({BLOCK}) nor 4: the last block's "
+                           f"tail, and the 16-byte path's last partial vector",
+                           sizes=lambda s: s.n % BLOCK != 0 and s.n % 4 != 0),),
 ))
 WORKLOAD.add(Variant("unfused", "unfused", "3 kernels; h and g written to DRAM and read back",
                      plan_unfused, bind_unfused))
