@@ -17,11 +17,13 @@ py=${PYTHON:-python3}
 JOBS=${JOBS:-4}
 report="$OUT/grades_adversarial_gpu.txt"
 mini=tests/submissions/mini_exercises.py
-# the correct submissions are the lessons' solutions (written once, in notebooks/lessons/)
-sols=$(mktemp -d)
-$py -c "
+# the correct submissions are the lessons' solutions (written once, in notebooks/lessons/); SOLUTIONS=DIR takes
+# them already written (python -c "..." below, run where jupytext is installed) instead
+sols=${SOLUTIONS:-$(mktemp -d)}
+[ -n "${SOLUTIONS:-}" ] || $py -c "
 import sys; from pathlib import Path; from kernels_lab.lessons import solution_source
-for name, ex in (('fuse_correct', 'fuse_chain'), ('block_sums_correct', 'block_sums')):
+for name, ex in (('fuse_correct', 'fuse_chain'), ('block_sums_correct', 'block_sums'), ('rnn_correct', 'rnn_step'),
+                 ('softmax_correct', 'fused_softmax'), ('pdl_solution', 'group_switches')):
     (Path(sys.argv[1]) / f'{name}.py').write_text(solution_source(ex))" "$sols" ||
   { echo "cannot write the lessons' solutions (is jupytext installed? pip install -e '.[lessons]')" >&2; exit 1; }
 escape_target="$OUT/adversarial/escape_results.json"
@@ -55,6 +57,7 @@ lesson_one() {  # EXERCISE FILE: at the lesson's own sizes
   out=$(timeout 1200 $py -m kernels_lab.cli grade "$1" "$2" --timeout 30 --workers 1 \
         --json "$OUT/adversarial/lesson_$(basename "$2" .py).json" 2>&1)
   rc=$?
+  echo "$(( $(date +%s) - t0 ))" > "$OUT/adversarial/lesson_$(basename "$2" .py).seconds"  # the whole grade's wall time
   printf '### lesson %s %s exit=%s %ss\n%s\n\n' "$1" "$(basename "$2")" "$rc" "$(( $(date +%s) - t0 ))" "$(echo "$out" | grep -v '^grading ')"
 }
 export -f grade_one lesson_one
@@ -69,12 +72,27 @@ export py mini OUT escape_target
 printf '%s\n' "fuse_chain $sols/fuse_correct.py" "fuse_chain tests/submissions/fuse_no_bounds_guard.py" \
               "block_sums tests/submissions/block_sums_no_barrier.py" \
   | xargs -P "$JOBS" -L1 bash -c 'lesson_one "$0" "$1"' >> "$OUT/adversarial/blocks.txt"
+# other styles, right and wrong, of the later exercises (tests/test_grading_styles.py: their verdicts on the simulator)
+styles="softmax_warp_per_row softmax_block_stride_atomics softmax_max_from_zero softmax_warp_reduce_only
+        softmax_shfl_down_every_lane rnn_block_per_sequence rnn_warp_per_unit rnn_batch0_only rnn_half_warp_sum
+        pdl_grouped_shuffles pdl_grouped_shfl_down_every_lane"
+for s in $styles; do
+  case $s in softmax_*) echo "fused_softmax tests/submissions/$s.py" ;; rnn_*) echo "rnn_step tests/submissions/$s.py" ;;
+             pdl_*) echo "group_switches tests/submissions/$s.py" ;; esac
+done | xargs -P "$JOBS" -L1 bash -c 'lesson_one "$0" "$1"' >> "$OUT/adversarial/blocks.txt"
+# issue 24's classes: holes that are not a tail, a grid barrier the GPU's schedule hides, a read before the PDL
+# wait, a spin in every run (timed: at most 2 x --timeout + 30 s), and the lessons' solutions (no false charge)
+printf '%s\n' "fused_softmax tests/submissions/softmax_skips_last_cols.py" "rnn_step tests/submissions/rnn_holes_last_unit.py" \
+              "rnn_step tests/submissions/rnn_no_grid_barrier.py" "group_switches tests/submissions/pdl_reads_before_wait.py" \
+              "group_switches tests/submissions/pdl_grouped_kernel.py" "fuse_chain tests/submissions/fuse_infinite_spin.py" \
+              "rnn_step $sols/rnn_correct.py" "fused_softmax $sols/softmax_correct.py" "group_switches $sols/pdl_solution.py" \
+  | xargs -P "$JOBS" -L1 bash -c 'lesson_one "$0" "$1"' >> "$OUT/adversarial/blocks.txt"
 cat "$OUT/adversarial/blocks.txt" >> "$report"
 sleep 2  # a surviving grandchild of escape_double_fork would have rewritten its results.json by now
 
-{ echo "# GPU-marked grading tests"
-  timeout 1200 $py -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_grading.py tests/test_grading_adversarial.py tests/test_grading_pdl.py tests/test_pdl.py 2>&1 | tail -15
-  echo "# checks"
+# the checks first (they read only the grades above), then the GPU-marked grading tests: a run cut short by its
+# time limit keeps the checks
+{ echo "# checks"
   $py - "$OUT/adversarial" "$escape_target" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -119,6 +137,48 @@ check("device_helper: compiles (a plain device function needs no driver)", x is 
 x = g("spin_on_hidden")
 check("spin_on_hidden: public credit kept, the hang named", x is not None and test(x, "correct (public)")["status"] == "passed"
       and "did not finish within" in test(x, "correct (hidden)")["output"])
+# the styles' verdicts: the simulator's (tests/test_grading_styles.py), on the GPU too; speed is the GPU's own
+STYLES = {"softmax_warp_per_row": {"correct (public)": 3, "correct (hidden)": 3, "launch budget": 1, "traffic budget": 1},
+          "softmax_block_stride_atomics": {"correct (public)": 3, "correct (hidden)": 3, "launch budget": 1,
+                                           "traffic budget": 1},
+          "softmax_max_from_zero": {"correct (public)": 1.5, "correct (hidden)": 1.5},
+          "softmax_warp_reduce_only": {"correct (public)": 1.5, "correct (hidden)": 2.25},
+          "softmax_shfl_down_every_lane": {"correct (public)": 0, "correct (hidden)": 0},
+          "rnn_block_per_sequence": {"correct (public)": 4, "correct (hidden)": 4, "launch budget": 2},
+          "rnn_warp_per_unit": {"correct (public)": 4, "correct (hidden)": 4, "launch budget": 2},
+          "rnn_batch0_only": {"correct (public)": 1.333, "correct (hidden)": 0},
+          "rnn_half_warp_sum": {"correct (public)": 2.667, "correct (hidden)": 2},
+          "pdl_grouped_shuffles": {"rules (no early read)": 4, "overlap kept": 2, "correct group run": 3},
+          "pdl_grouped_shfl_down_every_lane": {"rules (no early read)": 4, "overlap kept": 2, "correct group run": 0}}
+for name, want in STYLES.items():
+    x = g(f"lesson_{name}")
+    got = {c: (test(x, c) or {}).get("score") for c in want}
+    check(f"{name}: {got} as on the simulator, no false hint", x is not None and all(
+        got[c] is not None and abs(got[c] - v) < 1e-3 for c, v in want.items())
+        and not any(h in x["summary"] for h in ("missing barrier", "symmetric inputs", "grid too small")))
+# issue 24 (tests/test_grading.py, test_grading_adversarial.py, test_grading_pdl.py: the same on the simulator)
+for name in ("softmax_skips_last_cols", "rnn_holes_last_unit"):
+    x = g(f"lesson_{name}")
+    check(f"{name}: graded (no crash), holes named, no correctness credit", x is not None and x["outcome"] == "graded"
+          and test(x, "correct (public)")["score"] == 0 and "were never written (first at index [" in x["summary"])
+x = g("lesson_rnn_no_grid_barrier")  # right or wrong on the GPU: the simulator's rerun charges it either way
+check("rnn_no_grid_barrier: the runs of several blocks lose correctness, the missing grid barrier named", x is not None
+      and test(x, "correct (public)")["score"] < 4 and test(x, "correct (hidden)")["score"] < 4
+      and "grid-wide barrier" in x["summary"])
+x = g("lesson_pdl_reads_before_wait")
+check("pdl_reads_before_wait: the PTX shows the read before the wait; the rules lose their points", x is not None
+      and test(x, "rules (no early read)")["score"] == 0 and "reads before it waits" in test(x, "rules (no early read)")["output"])
+for name in ("pdl_grouped_kernel", "pdl_solution", "rnn_correct", "softmax_correct"):
+    x = g(f"lesson_{name}")
+    # speed is a leaderboard value, not correctness: the lesson's softmax (a shared-memory tree) is 1.09x the
+    # reference's time on the H200 and loses it there (2026-12-04), with nothing else charged
+    lost = [t["name"] for t in x["tests"] if t["score"] < t["max_score"] and t["name"] != "speed"] if x else None
+    check(f"{name}: full marks but speed (nothing charged by the simulator's rerun or the PTX order): lost {lost}",
+          x is not None and x["max_score"] > 0 and lost == [])
+x = g("lesson_fuse_infinite_spin")
+took = float((folder / "lesson_fuse_infinite_spin.seconds").read_text()) if x is not None else None
+check(f"fuse_infinite_spin: a spin in every run graded in {took} s <= 2 x 30 + 30 s", x is not None and took <= 90
+      and x["outcome"] == "timeout" and x["score"] == 0)
 maxima = {(y["exercise"], y["max_score"]) for p in folder.glob("*.json") if p.name != target.name
           for y in json.loads(p.read_text()).get("grades", [])}
 by_ex = {}
@@ -127,5 +187,9 @@ for ex, m in maxima:
 check(f"one maximum per exercise across outcomes: {by_ex}", all(len(v) == 1 for v in by_ex.values()))
 print(f"{sum(checks)} passed, {len(checks) - sum(checks)} failed")
 EOF
+} >> "$report" 2>&1
+{ echo "# GPU-marked grading tests"
+  timeout "${GPU_TESTS_TIMEOUT:-1200}" $py -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_grading.py \
+    tests/test_grading_adversarial.py tests/test_grading_pdl.py tests/test_pdl.py 2>&1 | tail -15
 } >> "$report" 2>&1
 tail -20 "$report"

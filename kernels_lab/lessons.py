@@ -43,38 +43,68 @@ def setup() -> str:
     return f"Running on {device_facts().describe()}: sizes are large and timings are measured live."
 
 
-def check(exercise: str, entry: Any) -> str:
-    """Grade `entry` (the student's kernel or function) on the exercise's public cases, in this
-    process, with the grader's own verdicts and budgets (kernels_lab.grading.verdict)."""
-    from .grading.child import run_case
+@dataclass(frozen=True)
+class Judged:
+    """What lessons.check found: the checks made in the notebook (grading.records.TestResult, the
+    grader's own), the hints, and how many runs were made (perturbed schedules included)."""
+
+    exercise: str
+    tests: list[Any]
+    hints: list[str]
+    runs: int
+    public_runs: int
+
+    @property
+    def passed(self) -> bool:
+        return all(t.status == "passed" for t in self.tests)
+
+    def explain(self) -> str:
+        if self.passed:
+            return f"{self.exercise}: all {self.runs} runs correct"
+        from .grading.judge import CHECKS
+        got, most = sum(t.score for t in self.tests), sum(t.max_score for t in self.tests)
+        lines = [f"{t.name}: {t.score:g}/{t.max_score:g}" + (f" ({CHECKS[t.name].says})" if t.name in CHECKS else "")
+                 + ":\n    " + t.output.replace("\n", "\n    ") for t in self.tests if t.status != "passed"]
+        return (f"{self.exercise}: {got:g} of {most:g} points on the {self.public_runs} public runs\n  "
+                + "\n  ".join(lines) + ("\nhints:\n  " + "\n  ".join(self.hints) if self.hints else ""))
+
+
+def judged(exercise: str, entry: Any) -> Judged:
+    """The grader's checks of `exercise` (kernels_lab.grading.judge) on `entry`, run in this process on
+    the public cases: the same verdicts, budgets, allowed imports and words as `kernels-lab grade`.
+    Checks that need the grader (the hidden cases, the compile gate, speed; racecheck on a GPU) are
+    left to it."""
+    from .grading import judge as J
+    from .grading.child import forbidden_import, run_case, run_data_case
     from .grading.exercises import get_exercise
-    from .grading.sandbox import build_cases
-    from .grading.verdict import case_verdict, hint_text, launch_problem, same_result, traffic_problem
+    from .grading.records import Run
+    from .grading.sandbox import build_cases, load_judge
+    from .grading.verdict import case_verdict
     ex = get_exercise(exercise)
     if entry is None:
         raise AssertionError(f"define {ex.entry} first")
-    problems, hints, results = [], [], {}
+    if (refused := forbidden_import(entry)) is not None:
+        raise AssertionError(f"{exercise}: {refused}")
+    here = J.Machine(gpu=ON_GPU, simulator=ON_SIMULATOR, notebook=True)
     cases = build_cases(ex, public_only=True)
-    for c in cases:
-        got = results[c["id"]] = run_case(entry, ex.kind, ex.arguments(c["case"].size), c)
-        v = case_verdict(ex, c, got)
-        size = c["case"].size
-        if not v["ok"]:
-            problems.append(v["why"] + (f" (schedule seed {c['perturb_seed']})" if c["perturb_seed"] else ""))
-            if (h := hint_text(v.get("hint"))) and h not in hints:
-                hints.append(h)
-        elif "launch budget" in ex.points and (why := launch_problem(ex, size, len(got["launches"]))) is not None:
-            problems.append(why)
-        elif "traffic budget" in ex.points and got["bytes"] is not None \
-                and (why := traffic_problem(ex, size, got["bytes"])) is not None:
-            problems.append(why)  # a budget the grader does not score is not the notebook's either
-    # the grader's rule: a missing barrier only when the same inputs gave different results
-    if any(c.get("role") == "perturbed" and not same_result(ex, results[c["of"]], results[c["id"]]) for c in cases):
-        hints.append(hint_text("barrier"))
-    if problems:
-        raise AssertionError(f"{exercise}: {len(problems)} of {len(cases)} runs wrong\n  " + "\n  ".join(problems[:4])
-                             + ("\nhints:\n  " + "\n  ".join(hints) if hints else ""))
-    return f"{exercise}: all {len(cases)} runs correct"
+    if ex.kind == "data":  # the judge's own runs, here in the notebook's process
+        runs = {c["id"]: Run.from_report(run_data_case(entry, load_judge(ex), c, ex.entry)) for c in cases}
+        skipped = {name: J.not_counted(ex, name, here) is not None for name in ex.points}
+        tests = [t for t in J.judge_data(ex, cases, runs, skipped, here) if t.status != "skipped"]
+        return Judged(exercise, tests, [], len(cases), len(cases))
+    runs = {c["id"]: Run.from_report(run_case(entry, ex.kind, ex.arguments(c["case"].size), c)) for c in cases}
+    ev = J.Evidence(ex, here, cases, runs, {c["id"]: case_verdict(ex, c, runs[c["id"]]) for c in cases})
+    tests = [t for t in J.judge(ev) if t.status != "skipped"]
+    return Judged(exercise, tests, ev.hints.texts(), len(cases), len(ev.plain))
+
+
+def check(exercise: str, entry: Any) -> str:
+    """The student's check in a lesson (see judged): raises AssertionError with the feedback unless
+    every check made here passes, so an unfilled exercise fails its check."""
+    result = judged(exercise, entry)
+    if not result.passed:
+        raise AssertionError(result.explain())
+    return result.explain()
 
 
 def expect(name: str, got: Any, want: Any, rel: float = 0.02) -> str:

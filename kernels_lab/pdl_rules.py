@@ -35,9 +35,10 @@ and `check_grouped` are the lesson's other two checks.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 Switches = tuple[bool, bool, bool]  # (wait, trigger, order), as quantize_group.pdl_switches returns
 
@@ -257,6 +258,72 @@ def kernel_switches(kernel: Any) -> tuple[bool, bool]:
     return "griddepcontrol.wait" in ptx, "griddepcontrol.launch_dependents" in ptx
 
 
+_LOCAL_LOADS = (".param", ".shared", ".local", ".const")
+
+
+def ptx_read_before_wait(ptx: str) -> str | None:
+    """The first load of global memory that comes before griddepcontrol.wait in a kernel's PTX (numba's
+    array loads are generic `ld.f32`, a few `ld.global`; parameters, shared, local and constant loads do
+    not count), or None: no such load, or no wait at all (a finding of its own). The wait is an asm
+    statement with a memory clobber, so the compiler moves no load across it: the order in the PTX is
+    the order in the kernel."""
+    lines = ptx.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith(".entry") or " .entry " in ln), 0)
+    body = lines[start:]
+    wait = next((i for i, ln in enumerate(body) if "griddepcontrol.wait" in ln), None)
+    if wait is None:
+        return None
+    for ln in body[:wait]:
+        op = ln.strip().split(" ")[0].split("\t")[0]
+        if (op.startswith("ld.") or op.startswith("ldu.")) and not any(k in op for k in _LOCAL_LOADS):
+            return f"`{ln.strip()}` comes before griddepcontrol.wait in its PTX"
+    return None
+
+
+@contextlib.contextmanager
+def _reads_before_wait(kernel: Any) -> Iterator[list[str]]:
+    """Simulator: yields a list that receives the first global read a thread of `kernel` made before
+    that thread called grid_dependency_wait() (the simulator sees each access in the thread that
+    makes it; the kernel's name for the wait is swapped, for the run, for one that marks its thread)."""
+    import inspect
+    import threading
+
+    from .intrinsics import grid_dependency_wait
+    from .profile.launch_hook import listening
+    from .profile.trace import watching
+    func = kernel.py_func
+    space = func.__globals__
+    names = [k for k, v in space.items() if v is grid_dependency_wait]
+    params = list(inspect.signature(func).parameters)
+    found: list[str] = []
+    labels: dict[int, str] = {}
+    running = [False]
+
+    def waited() -> None:
+        threading.current_thread()._kl_waited = True
+        grid_dependency_wait()
+
+    def begin(rec, args, py_func) -> None:
+        running[0] = py_func is func
+        if running[0]:
+            labels.update({id(a._ary): n for n, a in zip(params, args) if hasattr(a, "_ary")})
+
+    def access(ary, idx, write: bool) -> None:
+        th = threading.current_thread()
+        if running[0] and not write and not found and not getattr(th, "_kl_waited", False):
+            at = list(idx) if isinstance(idx, tuple) else [idx]
+            found.append(f"block {tuple(th.blockIdx)[0]} thread {tuple(th.threadIdx)[0]} read "
+                         f"{labels.get(id(ary), 'an array')}{[int(i) for i in at]} before its grid_dependency_wait()")
+
+    saved = {k: space[k] for k in names}
+    space.update({k: waited for k in names})
+    try:
+        with listening(begin, lambda rec: running.__setitem__(0, False)), watching(access):
+            yield found
+    finally:
+        space.update(saved)
+
+
 def grouped_outputs(kernel: Any, sizes: Sequence[int], seed: int = 1) -> dict[str, Any]:
     """Earlier kernel -> the student's grouped kernel (G blocks of quantize_group.BLOCK threads, the
     PDL attribute set like every launch here) -> later kernel; as group_outputs, plus "grouped":
@@ -270,10 +337,13 @@ def grouped_outputs(kernel: Any, sizes: Sequence[int], seed: int = 1) -> dict[st
     g = qg.Group(list(sizes))
     if ON_SIMULATOR:
         kernel_switches(kernel)  # zero the call counts: the earlier and later kernels make no PDL calls
-    out = _pipeline(g, [(kernel, g.g, (g.data, g.offsets, g.q, g.scales))], seed)
+    with _reads_before_wait(kernel) if ON_SIMULATOR else contextlib.nullcontext([]) as early:
+        out = _pipeline(g, [(kernel, g.g, (g.data, g.offsets, g.q, g.scales))], seed)
     waits, triggers = kernel_switches(kernel)
-    return {**out, "grouped": {"waits": waits, "triggers": triggers,
-                               "found_by": "the calls its threads made" if ON_SIMULATOR else "its PTX"}}
+    if not ON_SIMULATOR:
+        early = [r] if (r := ptx_read_before_wait("\n".join(kernel.inspect_asm().values()))) else []
+    return {**out, "grouped": {"waits": waits, "triggers": triggers, "reads_first": early[0] if early else None,
+                               "found_by": "the calls and reads its threads made" if ON_SIMULATOR else "its PTX"}}
 
 
 # -- the lesson's check ------------------------------------------------------------------------
@@ -490,6 +560,8 @@ class SwitchesJudge:
       not_counted(check)     why a check does not count on this machine (None: it counts)
     """
 
+    checks = (RULES, OVERLAP, RUN, TIMELINE)  # the ids the exercise's points may use (grading.judge)
+
     def not_counted(self, check: str) -> str | None:
         from .workloads import quantize_group as qg
         if check == TIMELINE and not qg.pdl_available()[0]:
@@ -507,17 +579,18 @@ class SwitchesJudge:
         out = (grouped_outputs if is_kernel(value) else group_outputs)(value, job["sizes"], job["seed"])
         return {k: out[k] for k in ("q", "scales", "checksums", "stamps", "pdl", "grouped") if k in out}
 
-    def score(self, case: Any, job: dict[str, Any], got: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    def score(self, case: Any, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
+        """got: the case's grading.records.Run (value, ran, run_error)."""
         from .runtime import ON_SIMULATOR
         from .workloads import quantize_group as qg
         g = job["argument"]
-        ran, error = got.get("ran"), got.get("run_error")
+        ran, error = got.ran, got.run_error
         grouped = ran.get("grouped") if isinstance(ran, dict) else None
         if isinstance(grouped, dict):
             checks = self._grouped_rules(g, grouped)
         else:
             try:
-                sw = _validate(got.get("value"), g)
+                sw = _validate(got.value, g)
             except ValueError as e:
                 return self._refused(f"group_switches({g}): {e}")
             checks = self._switch_rules(g, sw)
@@ -529,8 +602,8 @@ class SwitchesJudge:
         how = "run with PDL on this GPU" if pdl else (SIM_NOTE if ON_SIMULATOR else
                                                       f"plain launches: {qg.pdl_available()[1]}")
         if error or not isinstance(ran, dict):
-            e = error or {"type": "NoRun", "message": "the child returned no run"}
-            why = f"{job['about']}: the run failed: {e.get('type')}: {str(e.get('message'))[:300]}"
+            why = (f"{job['about']}: the run failed: {error.type}: {error.message[:300]}" if error else
+                   f"{job['about']}: the run failed: the child returned no run")
             return [rules, overlap, (RUN, False, why), (TIMELINE, None, why)]
         try:
             problem = qg.check(_layout(job["sizes"]), {**ran, "data": producer_data(job["sizes"], job["seed"])})
@@ -572,12 +645,16 @@ class SwitchesJudge:
             early.append(f"G = {g}: the grouped kernel does not wait (no grid_dependency_wait()): launched with the "
                          f"PDL attribute, it may start before {EARLIER}'s writes are visible and read them too early; "
                          f"wait before the first read")
+        elif grouped.get("reads_first"):
+            early.append(f"G = {g}: the grouped kernel reads before it waits ({grouped['reads_first']}): launched "
+                         f"with the PDL attribute, that read may see {EARLIER}'s data before its writes are visible; "
+                         f"call grid_dependency_wait() before the first read of any array")
         if grouped.get("triggers"):
             early.append(f"G = {g}: the grouped kernel triggers (launch_dependents()): {LATER}, which does not wait, "
                          f"may launch while its blocks still write; as the last (and only) member it must not trigger")
         rules = (RULES, not early, "; ".join(early) if early else
                  "one grouped kernel that waits before it reads and does not trigger (found by "
-                 + str(grouped.get("found_by", "?")) + "; where the wait stands is checked by the run)")
+                 + str(grouped.get("found_by", "?")) + ")")
         if early:
             return rules, (OVERLAP, None, "not checked where the kernel may read too early: fix that first")
         return rules, (OVERLAP, True, "one grouped kernel: no boundaries inside the group, its blocks run side by side")

@@ -11,6 +11,7 @@ import pytest
 
 from kernels_lab import cli
 from kernels_lab.grading import compile_gate, report, sandbox
+from kernels_lab.grading import judge as J
 from kernels_lab.grading.exercises import get_exercise, load_exercise_file
 from kernels_lab.grading.grade import counted_checks, failed_grade, grade, max_score
 from sources import submission, write_submission
@@ -141,26 +142,41 @@ def test_a_transposed_index_is_a_deterministic_bug_not_a_race():
     _no_hint(g)
 
 
-def test_a_hang_on_one_hidden_size_costs_that_run_only(monkeypatch):
-    # as on a GPU machine with compute-sanitizer (faked): memcheck and the simulator's child are told which
-    # run hung, so neither spins there again (the H200 run: 150 s under memcheck, 60 s on the simulator)
+def _as_on_a_gpu_with_sanitizers(monkeypatch, asked):
+    """Fake a GPU machine with compute-sanitizer: memcheck and racecheck answer "clean" at once (recording
+    what they were asked), the simulator's rerun really runs (recording which runs it leaves out)."""
     from kernels_lab.grading import grade as G
     from kernels_lab.grading.sanitizer import SanitizerResult
-    asked = []
     real = G._simulator_runs
     monkeypatch.setattr(G, "ON_SIMULATOR", False)
-    monkeypatch.setattr(G, "_simulator_runs", lambda *a: asked.append(("simulator", a[-1])) or real(*a))
+    monkeypatch.setattr(G, "_simulator_runs", lambda *a: asked.append(("simulator", a[2], a[4])) or real(*a))
     monkeypatch.setattr(G, "ON_GPU", True)
     monkeypatch.setattr(G, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
-    monkeypatch.setattr(G, "sanitize", lambda ex, src, tool, *a, **k: asked.append((tool, k)) or
-                        SanitizerResult("clean", 0, ""))
+    def sanitize(ex, src, tool, *a, **k):
+        asked.append((tool, k))
+        left = sandbox.build_cases(ex, public_only=tool != "memcheck", perturbed=False, probes=False,
+                                   leave_out=k["hung"])  # what the real one would run
+        return SanitizerResult("clean", 0, "") if left else \
+            SanitizerResult("skipped", 0, "every run it would check already timed out")
+    monkeypatch.setattr(G, "sanitize", sanitize)
+
+
+def test_a_hang_on_one_hidden_size_costs_that_run_only(monkeypatch):
+    # as on a GPU machine with compute-sanitizer (faked): memcheck and the simulator's child are told which
+    # runs never finished, so neither spins there again (the H200 run: 150 s under memcheck, 60 s on the
+    # simulator), and each gives the others a short limit
+    from kernels_lab.grading.grade import AFTER_HANG_S
+    asked = []
+    _as_on_a_gpu_with_sanitizers(monkeypatch, asked)
     t0 = time.monotonic()
     g = _grade("fuse_mini", "spin_on_hidden", timeout_s=2)
     assert time.monotonic() - t0 < 25
     ex = MINI["fuse_mini"]
-    spin = next(sandbox.run_key(ex, c) for c in sandbox.build_cases(ex, perturbed=False)
-                if c["case"].size.elements == 70 and c["config"] == (3, 32))
-    assert asked == [("memcheck", {"hung": frozenset({spin})}), ("simulator", frozenset({spin}))]
+    runs = sandbox.build_cases(ex, perturbed=False)
+    spin = next(sandbox.run_key(ex, c) for c in runs if c["case"].size.elements == 70 and c["config"] == (3, 32))
+    probe = next(sandbox.run_key(ex, c) for c in runs if c["role"] == "probe")  # after the spin: never reached
+    assert [(a[0], a[1]["hung"], a[1]["run_limit_s"]) if a[0] == "memcheck" else a for a in asked] == \
+        [("memcheck", frozenset({spin, probe}), AFTER_HANG_S), ("simulator", AFTER_HANG_S, frozenset({spin, probe}))]
     assert g.outcome == "timeout" and _test(g, "correct (public)").status == "passed"
     hidden = _test(g, "correct (hidden)")
     assert hidden.score == 0 and "did not finish within 2 s during run 3 of 5 (n=70, config (3, 32))" in hidden.output
@@ -168,12 +184,37 @@ def test_a_hang_on_one_hidden_size_costs_that_run_only(monkeypatch):
     _no_hint(g)
 
 
+def test_a_spin_in_every_run_costs_one_limit_on_a_gpu_machine(monkeypatch):
+    # the H200: a kernel that spins in every run took 290 s (over 420 s with --timeout 60): memcheck, racecheck
+    # and the simulator's rerun each spun again. Now the first run's limit is all it costs: every other run
+    # never finished in the graded child, so no later phase has a run to make
+    from kernels_lab.grading.grade import AFTER_HANG_S
+    asked = []
+    _as_on_a_gpu_with_sanitizers(monkeypatch, asked)
+    limit = 3
+    t0 = time.monotonic()
+    spin = submission("fuse_infinite_spin").replace("fused_chain(x, b, alpha, out)", "block_sums(x, out)")
+    g = grade(MINI["block_sums_mini"], spin, "spin", compile_gate=False, timeout_s=limit)  # it has a race check
+    took = time.monotonic() - t0
+    assert took <= 2 * limit + 30, took
+    assert g.outcome == "timeout" and g.score == 0 and g.max_score == max_score(MINI["block_sums_mini"], False)
+    every = frozenset(sandbox.run_key(MINI["block_sums_mini"], c) for c in
+                      sandbox.build_cases(MINI["block_sums_mini"], perturbed=False, probes=False))
+    assert [a for a in asked if a[0] == "simulator"] == [("simulator", AFTER_HANG_S, every)]  # no run left: no child
+    memcheck = [a[1] for a in asked if a[0] == "memcheck"]
+    assert len(memcheck) == 1 and memcheck[0]["hung"] == every  # the sanitizer is left nothing to run either
+    assert "did not finish within 3 s during run 1 of" in _test(g, "correct (public)").output
+    race = _test(g, "no race under perturbed schedules")  # racecheck is left no run either: no credit, no time
+    assert race.score == 0 and "racecheck" in race.output
+    _no_hint(g)
+
+
 # -- consistent scores -------------------------------------------------------------------------------
 
 def test_one_maximum_for_every_outcome_and_in_the_list(capsys, do_nothing):
     ex = MINI["fuse_mini"]
-    here = max_score(ex)  # speed: 0 of 0 on the simulator; the compile gate counts where the toolchain is
-    assert here == sum(counted_checks(ex).values()) == 8 + compile_gate.available()[0]
+    here = max_score(ex)  # speed: 0 of 0 on the simulator; the compile gate counts on every machine
+    assert here == sum(counted_checks(ex).values()) == 9
     done = do_nothing
     missing = failed_grade(ex, "gone.py", "unreadable", "no such file")
     crashed = _grade("fuse_mini", "exit_at_import", compile_gate=True)
@@ -210,13 +251,18 @@ def test_a_missing_file_exits_nonzero_after_writing_its_zero_grade(tmp_path, cap
 
 # -- the environment is not the student's fault -------------------------------------------------------
 
-def test_a_missing_toolchain_skips_the_gate_for_everyone(monkeypatch):
+def test_a_missing_toolchain_gives_the_gate_and_keeps_one_maximum(monkeypatch):
+    # the gate counts on every machine (after `pip install -e .` as with the cu13 extra, and in the Gradescope
+    # bundle): where it cannot run, a working kernel is given its point, and the instructor is told
     monkeypatch.setattr(compile_gate, "available", lambda: (False, "no NVVM/NVRTC to compile with"))
     ex = MINI["fuse_mini"]
-    assert counted_checks(ex)["compiles for the course's GPUs"] == 0 and max_score(ex) == 8
-    g = failed_grade(ex, "broken.py", "crash", "died")
+    assert counted_checks(ex)["compiles for the course's GPUs"] == 1 and max_score(ex) == 9
+    assert failed_grade(ex, "broken.py", "crash", "died").max_score == 9
+    g = _grade("fuse_mini", "device_helper", compile_gate=True)
     gate = _test(g, "compiles for the course's GPUs")
-    assert gate.status == "skipped" and gate.max_score == 0 and "no NVVM/NVRTC" in gate.output
+    assert gate.score == gate.max_score == 1 and gate.status == "skipped", report.text(g)
+    assert "no NVVM/NVRTC" in gate.output and "the point is given, not lost" in gate.output
+    assert g.score == g.max_score == 9 and any("compile gate" in n for n in g.notes)
     monkeypatch.setattr(compile_gate, "available", lambda: (True, "found"))
     assert max_score(ex) == 9 == failed_grade(ex, "broken.py", "crash", "died").max_score
 
@@ -296,8 +342,8 @@ def test_a_sanitizer_run_is_matched_to_the_graded_run_by_case_and_configuration_
     # memcheck's child runs no probes, the grade's does: ids are positions in each child's own list
     from kernels_lab.grading.exercises import get_exercise
     ex = get_exercise("fuse_chain")
-    graded = [c for c in sandbox.build_cases(ex, perturbed=False) if c["role"] == "plain"]
-    checked = sandbox.build_cases(ex, perturbed=False, probes=False)
+    graded = [c for c in sandbox.build_cases(ex, perturbed=False, hidden=7) if c["role"] == "plain"]
+    checked = sandbox.build_cases(ex, perturbed=False, probes=False, hidden=7)  # one hidden seed per grade
     by_key = {sandbox.run_key(ex, c): c for c in graded}
     assert len(by_key) == len(graded) == len(checked)
     for c in checked:
@@ -314,7 +360,7 @@ def test_on_a_gpu_machine_the_simulator_charges_an_index_past_the_end_in_every_r
     ex = MINI["fuse_mini"]
     real = G._simulator_runs
     monkeypatch.setattr(G, "ON_SIMULATOR", False)
-    monkeypatch.setattr(G, "_simulator_runs", lambda e, src, t, m, hung: real(e, submission("fuse_no_bounds_guard"), t, m, hung))
+    monkeypatch.setattr(G, "_simulator_runs", lambda e, src, *a: real(e, submission("fuse_no_bounds_guard"), *a))
     g = grade(ex, submission("fuse_correct"), "gpu-right", compile_gate=False, sanitizers=False)
     hidden = _test(g, "correct (hidden)")
     assert hidden.score == 0 and G.SIMULATOR_FOUND + ": IndexError" in hidden.output, report.text(g)
@@ -334,11 +380,12 @@ def test_a_gpu_machine_still_counts_the_byte_budget_from_a_simulator_trace(monke
     # as on a GPU machine: the graded run has no trace, so a second child on the simulator traces the bytes
     from kernels_lab.grading import grade as G
     source = (SUBMISSIONS / "fuse_global_temporary.py").read_text()
-    hints = G._Hints()
-    sim = G._simulator_runs(MINI["fuse_mini"], source, 30, 3 << 30)
-    t = G._traffic(MINI["fuse_mini"], sim, [], {}, "traffic budget", 1, hints)
+    ex = MINI["fuse_mini"]
+    sim = G._simulator_runs(ex, source, 30, 3 << 30)
+    ev = J.Evidence(ex, J.Machine(gpu=True, simulator=False), [], {}, {}, sim_rerun=sim)
+    t = J.CHECKS["traffic budget"].score(ev, 1)
     assert t.score == 0 and t.max_score == 1 and "(traced on the simulator)" in t.output
-    assert "bytes of global-memory traffic at n=1 where the plan needs" in hints.texts()[0]
+    assert "bytes of global-memory traffic at n=1 where the plan needs" in ev.hints.texts()[0]
 
 
 def test_memcheck_errors_cost_the_runs_they_occur_in_hidden_ones_too(monkeypatch):
@@ -358,3 +405,92 @@ def test_memcheck_errors_cost_the_runs_they_occur_in_hidden_ones_too(monkeypatch
     hidden_test = _test(g, "correct (hidden)")
     assert hidden_test.score == 0 and G.MEMCHECK_FOUND + " 2 bad memory access(es)" in hidden_test.output
     assert g.summary.count("missing bounds guard") == 1 and "(first seen at n=70" in g.summary
+
+
+# -- the same verdict on both back-ends ------------------------------------------------------------------
+
+def _graded_as_on_a_gpu(monkeypatch, exercise, gpu_source, simulator_source):
+    """A grade as on a GPU machine (faked): the graded runs are `gpu_source`'s (what a GPU's schedule gave),
+    the simulator's rerun of the same runs is `simulator_source`'s."""
+    from kernels_lab.grading import grade as G
+    real = G._simulator_runs
+    monkeypatch.setattr(G, "ON_SIMULATOR", False)
+    monkeypatch.setattr(G, "_simulator_runs", lambda e, src, *a: real(e, simulator_source, *a))
+    ex = MINI.get(exercise) or get_exercise(exercise)
+    return grade(ex, gpu_source, "gpu", compile_gate=False, sanitizers=False)
+
+
+def test_a_missing_grid_barrier_that_the_gpus_schedule_hid_costs_correctness(monkeypatch):
+    # rnn_no_grid_barrier: every step in one launch, syncthreads between steps. On the H200 all its blocks ran
+    # in step and the answer came out right (10/10); the simulator runs the blocks one after another, and every
+    # run with more than one block (batch * hidden > 32) reads h[t-1] before the other blocks wrote it
+    from kernels_lab.grading.grade import SIMULATOR_WRONG
+    g = _graded_as_on_a_gpu(monkeypatch, "rnn_step", submission("rnn_correct"), submission("rnn_no_grid_barrier"))
+    public, hidden = _test(g, "correct (public)"), _test(g, "correct (hidden)")
+    assert public.score == round(4 * 2 / 3, 3) and hidden.score == 2, report.text(g)  # the runs of one block are right
+    assert f"hidden=24,batch=3,steps=2: {SIMULATOR_WRONG}: 24 wrong element(s)" in public.output
+    assert g.summary.count("the result depends on the order the blocks run in") == 1
+    assert "the GPU's schedule hid it" in g.summary and "a grid-wide barrier between steps" in g.summary
+    assert _test(g, "launch budget").status == "passed"
+    _no_hint(g)
+
+
+def test_on_the_simulator_a_missing_grid_barrier_loses_the_same_runs_and_says_why():
+    g = _grade("rnn_step", "rnn_no_grid_barrier", folder=SUBMISSIONS)
+    public, hidden = _test(g, "correct (public)"), _test(g, "correct (hidden)")
+    assert public.score == round(4 * 2 / 3, 3) and hidden.score == 2, report.text(g)
+    assert "hidden=24,batch=3,steps=2: 24 wrong element(s)" in public.output
+    assert g.summary.count("1 launch(es) where the exercise allows 2, and values read before another block "
+                           "wrote them") == 1 and "a grid-wide barrier: launch once per step" in g.summary
+    assert "never written" not in g.summary  # the specific hint, not the generic one
+    _no_hint(g)
+
+
+# -- feedback: one message per problem, and true -------------------------------------------------------
+
+def test_a_submission_that_was_not_graded_is_told_why_once():
+    g = failed_grade(MINI["fuse_mini"], "nope.py", "unreadable", "unreadable: nope.py: no such file")
+    text = report.text(g)
+    assert text.count("nope.py: no such file") == 1 and "unreadable: unreadable:" not in text
+    assert all("the reason is above" in t.output for t in g.tests if t.max_score)
+    assert report.gradescope(g)["output"].startswith("unreadable: nope.py: no such file")
+
+
+def test_an_untouched_stub_is_told_it_did_nothing_not_that_it_copied(tmp_path):
+    from kernels_lab.lessons import lesson_sources, read_lesson
+    stub = next(c.stub for p in lesson_sources().values() for c in read_lesson(p)
+                if c.kind == "exercise" and c.exercise == "rnn_step")
+    g = grade(get_exercise("rnn_step"), stub, "stub", compile_gate=False, timeout_s=30)
+    assert g.score == 0 and "copied" not in g.summary and "reference" not in g.summary, report.text(g)
+    assert "launches no kernel and writes no output (is the exercise filled in?)" in g.summary
+    public = _test(g, "correct (public)").output
+    assert public.count("launched no kernel of its own") == 1 and "(in all 3 runs)" in public  # once, counted
+
+
+def test_a_copied_reference_is_still_called_one():
+    g = _grade("fuse_mini", "reference_importlib")
+    assert "no credit for a result from a kernel you did not write (a copied reference)" in g.summary
+
+
+def test_a_fifo_is_refused_before_it_is_read(tmp_path):
+    import os
+
+    from kernels_lab.grading.submission import SubmissionError, load_source
+    fifo = tmp_path / "x.py"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    with pytest.raises(SubmissionError, match="x.py: a FIFO, not a regular file"):
+        load_source(fifo, "fuse_mini")  # opening it would block until a writer came
+    assert time.monotonic() - t0 < 5
+
+
+def test_the_notebook_says_each_hint_once_whatever_the_launch_configurations():
+    import math
+
+    from kernels_lab import lessons
+    from kernels_lab.runtime import cuda
+    namespace = {"cuda": cuda, "np": np, "math": math}
+    exec(submission("fuse_no_bounds_guard"), namespace)
+    with pytest.raises(AssertionError) as e:  # fuse_chain: 4 sizes x 3 launch configurations
+        lessons.check("fuse_chain", namespace["fused_chain"])
+    assert str(e.value).count("missing bounds guard") == 1 and "correct (public): 0/3" in str(e.value)

@@ -7,6 +7,8 @@ against the float64 reference. On the simulator (no PDL) the run checks the kern
 well-formed answer passes it and the rules decide the placement.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from kernels_lab.grading import report
 from kernels_lab.grading.child import run_data_case
 from kernels_lab.grading.exercises import get_exercise
 from kernels_lab.grading.grade import _grade_data, counted_checks, grade, max_score
+from kernels_lab.grading.records import Run
 from kernels_lab.grading.sandbox import ChildRun, build_cases, load_judge
 from kernels_lab.lessons import solution_source
 from kernels_lab.runtime import ON_SIMULATOR
@@ -45,7 +48,7 @@ def _out(g, name):
 def _in_process(entry, name):
     """The grade of `entry` with the child's and the parent's code, both in this process (no sandbox)."""
     judge, cases = load_judge(EX), build_cases(EX)
-    results = {c["id"]: run_data_case(entry, judge, c, "group_switches") for c in cases}
+    results = {c["id"]: Run.from_report(run_data_case(entry, judge, c, "group_switches")) for c in cases}
     return _grade_data(EX, ChildRun("ok", cases=cases), results, counted_checks(EX), name, "")
 
 
@@ -77,7 +80,7 @@ def test_the_judge_names_a_bad_value_and_a_wrong_run():
     job = judge.job(case)
     assert job["argument"] == 3 and "G = 3" in job["about"]
     def score(got):
-        return {name: (ok, msg) for name, ok, msg in judge.score(case, job, got)}
+        return {name: (ok, msg) for name, ok, msg in judge.score(case, job, Run.from_report({"id": 0, **got}))}
     short = score({"value": [[True, True, False]] * 2})
     assert [ok for ok, _ in short.values()] == [False, None, False, None]
     assert "2 tuples for a group of G = 3" in short[RULES][1]
@@ -218,3 +221,88 @@ def test_the_lesson_check_takes_a_grouped_kernel_too():
     exec(GROUPED.replace(WAIT_LINE, ""), namespace)
     with pytest.raises(AssertionError, match="the grouped kernel does not wait"):
         pdl_rules.check_switches(namespace["group_switches"])
+
+
+@pytest.mark.parametrize("name", ["solution", "pdl_two_rules", "pdl_every_member_waits", "pdl_first_does_not_wait",
+                                  "pdl_last_triggers", "pdl_grouped_kernel", "pdl_reads_before_wait"])
+def test_the_notebook_check_runs_the_graders_checks(name):
+    from kernels_lab import lessons
+    source = solution_source("group_switches") if name == "solution" else (SUBMISSIONS / f"{name}.py").read_text()
+    namespace = {"cuda": __import__("kernels_lab.runtime", fromlist=["cuda"]).cuda, "np": np}
+    exec(source, namespace)
+    # (a generous limit: the grade must not differ for a run slowed by a busy machine)
+    nb, g = lessons.judged("group_switches", namespace["group_switches"]), \
+        grade(EX, source, name, compile_gate=False, timeout_s=120)
+    graded = {t.name: t for t in g.tests}
+    assert [t.name for t in nb.tests] == [t.name for t in g.tests if t.status != "skipped"]
+    def same(text):  # which thread of a block reads first is the schedule's
+        return re.sub(r"thread \d+", "thread #", text)
+    for t in nb.tests:  # the same cases (all public), the same judge: the same score and words
+        assert (t.score, t.status, same(t.output)) == (graded[t.name].score, graded[t.name].status,
+                                                       same(graded[t.name].output))
+    assert nb.passed == (g.score == g.max_score)
+
+
+def test_a_grouped_kernel_that_reads_before_it_waits_loses_the_rules():
+    # it waits and does not trigger: only where the wait stands is wrong (the simulator sees each thread's reads
+    # and its wait in order; a GPU reads the order in the PTX)
+    g = _grade("pdl_reads_before_wait")
+    assert g.outcome == "graded", report.text(g)
+    rules = _out(g, RULES)
+    assert "the grouped kernel reads before it waits (block " in rules and "before its grid_dependency_wait()" in rules
+    assert "does not wait" not in rules and "waits before it reads" not in rules
+    assert {k: v for k, v in _scores(g).items() if k != TIMELINE} == {RULES: 0, OVERLAP: 0, RUN: 0}, report.text(g)
+    assert "not checked where the kernel may read too early" in _out(g, OVERLAP)
+    namespace = {"cuda": __import__("kernels_lab.runtime", fromlist=["cuda"]).cuda, "np": np}
+    exec((SUBMISSIONS / "pdl_reads_before_wait.py").read_text(), namespace)
+    with pytest.raises(AssertionError, match="the grouped kernel reads before it waits"):
+        pdl_rules.check_switches(namespace["group_switches"])
+
+
+def test_the_ptx_shows_a_read_before_the_wait():
+    # what a GPU grader reads: the kernel's PTX, compiled here with numba's real compiler (no GPU needed)
+    import os
+    import subprocess
+    import sys
+
+    from kernels_lab.grading import compile_gate
+    if not compile_gate.available()[0]:
+        pytest.skip(compile_gate.available()[1])
+    script = """
+import sys, numpy as np
+from numba import cuda, types
+from kernels_lab.pdl_rules import ptx_read_before_wait
+sig = (types.float32[::1], types.int64[::1], types.int8[::1], types.float32[::1])
+for path in sys.argv[1:]:
+    ns = {"cuda": cuda, "np": np}
+    exec(open(path).read(), ns)
+    print(ptx_read_before_wait(cuda.compile_ptx(ns["grouped"].py_func, sig, cc=(9, 0))[0]))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["KERNELS_LAB_BACKEND"] = "ptx"
+    out = subprocess.run([sys.executable, "-c", script, str(SUBMISSIONS / "pdl_grouped_kernel.py"),
+                          str(SUBMISSIONS / "pdl_reads_before_wait.py")], capture_output=True, text=True, env=env,
+                         timeout=300)
+    right, early = out.stdout.strip().splitlines()[-2:]
+    assert right == "None", out.stderr
+    assert early.startswith("`ld.global") and early.endswith("comes before griddepcontrol.wait in its PTX"), out.stdout
+
+
+def test_a_load_before_the_wait_is_found_in_sample_ptx():
+    ptx = """.visible .func helper()
+{
+\tld.global.f32 \t%f9, [%rd9];
+}
+.visible .entry grouped(
+\t.param .u64 grouped_param_0
+)
+{
+\tld.param.u64 \t%rd1, [grouped_param_0];
+\tld.shared.f32 \t%f1, [%r1];
+\tgriddepcontrol.wait;
+\tld.f32 \t%f2, [%rd1];
+}"""
+    assert pdl_rules.ptx_read_before_wait(ptx) is None  # parameters, shared memory, another function: not reads
+    early = ptx.replace("\tld.shared.f32", "\tld.f32 \t%f3, [%rd1];\n\tld.shared.f32")
+    assert pdl_rules.ptx_read_before_wait(early) == "`ld.f32 \t%f3, [%rd1];` comes before griddepcontrol.wait in its PTX"
+    assert pdl_rules.ptx_read_before_wait(early.replace("griddepcontrol.wait;", "")) is None  # no wait: its own finding

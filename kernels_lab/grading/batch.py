@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..core import Exercise
+from ..errors import UsageError
 from ..runtime import BACKEND
 from .grade import Grade, TestResult, content_hash, failed_grade, grade, max_score
 from .submission import SubmissionError, load_source
@@ -37,7 +38,7 @@ def collect(paths: list[Path]) -> list[Path]:
 def parse_shard(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-        raise ValueError(f"--shard {text!r}: expected i/N with 1 <= i <= N (e.g. 2/8)")
+        raise UsageError(f"--shard {text!r}: expected i/N with 1 <= i <= N (e.g. 2/8)")
     return int(m.group(1)), int(m.group(2))
 
 
@@ -130,12 +131,12 @@ def merge(parts: Iterable[Path]) -> list[Grade]:
         elif p.exists():
             files.append(p)
         else:
-            raise ValueError(f"merge: {p}: no such file or folder")
+            raise UsageError(f"merge: {p}: no such file or folder")
     for f in files:
         try:
             doc = json.loads(f.read_text())
         except ValueError as e:
-            raise ValueError(f"merge: {f}: not JSON ({e})") from None
+            raise UsageError(f"merge: {f}: not JSON ({e})") from None
         rows = doc.get("grades", [doc]) if isinstance(doc, dict) else []
         for d in rows:
             if isinstance(d, dict) and "exercise" in d and "submission" in d:

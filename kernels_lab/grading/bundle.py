@@ -1,10 +1,12 @@
-"""A Gradescope autograder for one exercise: `kernels-lab grade bundle EXERCISE --out autograder.zip`.
+"""A Gradescope autograder for one exercise: `kernels-lab grade bundle EXERCISE --out DIR` writes
+DIR/EXERCISE_autograder.zip.
 
 The zip holds, at its root (Gradescope's layout):
   setup.sh            run once when Gradescope builds the image: installs THIS copy of kernels-lab
                       (the source is in the zip, so the version graded is exactly the instructor's),
                       with the [cu13] extra for the compile gate when pip can get it (else
-                      without: the gate is then skipped for everyone, never a lost point)
+                      without: the gate cannot run, yet counts as everywhere, its point given to a
+                      kernel that works: one maximum on every machine, grading.judge)
   run_autograder      run per submission: grades the file in /autograder/submission on numba's CUDA
                       simulator (Gradescope has no GPU) and writes /autograder/results/results.json
   kernels-lab-src/    the package source (pyproject.toml, kernels_lab/)
@@ -22,6 +24,7 @@ import zipfile
 from pathlib import Path
 from typing import Sequence
 
+from ..errors import UsageError
 from .submission import MARKER
 
 ROOT_ENV = "KERNELS_LAB_AUTOGRADER_ROOT"
@@ -79,7 +82,7 @@ def write_bundle(exercise: str, out: Path, exercise_files: Sequence[Path] = (), 
     from .exercises import get_exercise
     get_exercise(exercise, exercise_files)
     if len(exercise_files) > 1:
-        raise ValueError("grade bundle takes at most one --exercises file")
+        raise UsageError("grade bundle takes at most one --exercises file")
     extra = ' --exercises "$ROOT/source/exercises.py"' if exercise_files else ""
     run = RUN_AUTOGRADER.format(root_env=ROOT_ENV, python_env=PYTHON_ENV, exercise=shlex.quote(exercise),
                                 timeout=timeout_s, memory=memory_gb, extra=extra)

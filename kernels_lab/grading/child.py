@@ -11,12 +11,13 @@ The work must be a kernel's: run_case watches every launch (kernels_lab.profile.
 snapshots the outputs before and after each one, so each output element's last change is
 attributed to a launch of the submission's own kernel, to a kernel it did not write (a copied
 reference), or to the host (an answer computed with NumPy and copied in). The submission may not
-import kernels_lab beyond kernels_lab.runtime (the grader and the reference solutions live
+import kernels_lab beyond ALLOWED_IMPORTS (the grader and the reference solutions live
 there); a kernel exercise's entry must be a real @cuda.jit kernel defined in the submission.
 """
 
 from __future__ import annotations
 
+import dis
 import json
 import os
 import sys
@@ -29,9 +30,56 @@ from pathlib import Path
 from typing import Any, Callable
 
 SUBMISSION_FILE = "<submission>"
-# what a submission may import from kernels_lab: the back-end, and the device operations numba
-# lacks (griddepcontrol for lesson 06's grouped answer, the 16-byte loads); no solutions live there
-ALLOWED_IMPORTS = ("kernels_lab.runtime", "kernels_lab.intrinsics")
+# what a submission may import from kernels_lab: what the lessons teach it to use in an answer (the
+# back-end; the device operations numba lacks: griddepcontrol for lesson 06's grouped answer, the 16-byte
+# loads; lesson 04's warp and block reductions); no solutions live there. tests/test_grading.py checks
+# that every module a lesson imports and that holds device functions is here (but the workloads: the
+# reference solutions).
+ALLOWED_IMPORTS = ("kernels_lab.runtime", "kernels_lab.intrinsics", "kernels_lab.reduce")
+
+
+def _allowed(module: str) -> bool:
+    return not (module == "kernels_lab" or module.startswith("kernels_lab.")) or \
+        any(module == a or module.startswith(a + ".") for a in ALLOWED_IMPORTS)
+
+
+def import_refusal(module: str) -> str:
+    """The words for a kernels_lab module a submission may not use (the grader's child and the notebook)."""
+    return (f"a submission may not import {module}: the grader and the exercises' reference solutions live in "
+            f"kernels_lab (cuda, np and math are already defined for you; {', '.join(ALLOWED_IMPORTS)} are allowed)")
+
+
+def forbidden_import(entry: Any) -> str | None:
+    """In a notebook (lessons.check): the refusal of the first kernels_lab module outside ALLOWED_IMPORTS
+    that the entry's code uses, directly or through the functions and kernels of the student's it calls
+    (the grader's child refuses the import itself, in _guard_imports); None when there is none."""
+    import importlib
+    # what the allowed modules hand out is allowed, wherever it was defined (the simulator's cuda, say)
+    handed_out = {id(v) for m in ALLOWED_IMPORTS for v in vars(importlib.import_module(m)).values()}
+    todo, seen = [getattr(entry, "py_func", entry)], set()
+    while todo:
+        func = todo.pop()
+        code = getattr(func, "__code__", None)
+        if code is None or id(func) in seen or not defined_outside_kernels_lab(func):
+            continue
+        seen.add(id(func))
+        names, codes = set(), [code]
+        while codes:  # the globals it loads (not co_names: attribute names such as out.size are there too)
+            c = codes.pop()
+            names |= {i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+            codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+        space = getattr(func, "__globals__", {})
+        for name in names:
+            value = space.get(name)
+            if id(value) in handed_out:
+                continue
+            inner = getattr(value, "py_func", value)
+            module = value.__name__ if isinstance(value, types.ModuleType) else getattr(inner, "__module__", None)
+            if isinstance(module, str) and not _allowed(module):
+                return import_refusal(module)
+            if callable(inner) and hasattr(inner, "__code__"):
+                todo.append(inner)
+    return None
 
 
 def _describe(exc: BaseException) -> dict:
@@ -195,17 +243,13 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
 
 
 def _guard_imports() -> None:
-    """Code of the submission may not import kernels_lab (bar kernels_lab.runtime)."""
+    """Code of the submission may not import kernels_lab (bar ALLOWED_IMPORTS)."""
     import builtins
     original = builtins.__import__
 
     def guarded(name, globals=None, locals=None, fromlist=(), level=0):
-        if level == 0 and (name == "kernels_lab" or name.startswith("kernels_lab.")) \
-                and (globals or {}).get("__name__") == "submission" \
-                and not any(name == a or name.startswith(a + ".") for a in ALLOWED_IMPORTS):
-            raise ImportError(f"a submission may not import {name}: the grader and the exercises' reference "
-                              f"solutions live in kernels_lab (cuda, np and math are already defined for you; "
-                              f"kernels_lab.runtime and kernels_lab.intrinsics are allowed)")
+        if level == 0 and (globals or {}).get("__name__") == "submission" and not _allowed(name):
+            raise ImportError(import_refusal(name))
         return original(name, globals, locals, fromlist, level)
     builtins.__import__ = guarded
 

@@ -11,6 +11,9 @@ from .grade import Grade
 
 def text(g: Grade) -> str:
     lines = [f"{g.exercise} - {g.submission}: {g.score:g} / {g.max_score:g} ({g.outcome}, {g.execution_time:.1f} s)"]
+    if g.outcome != "graded":  # why, once (the checks only point to it)
+        said = g.summary.split("\nhints:")[0].splitlines()
+        lines += [f"  {line}" for line in said if line != f"{g.score:g} / {g.max_score:g}"]
     for t in g.tests:
         mark = {"passed": "PASS", "failed": "FAIL", "skipped": "skip"}[t.status]
         lines.append(f"  [{mark}] {t.name}: {t.score:g}/{t.max_score:g}")

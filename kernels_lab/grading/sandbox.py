@@ -54,7 +54,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..runtime import ON_GPU, ON_SIMULATOR
-from ..core import Exercise
+from ..core import Case, Exercise
 
 OUTPUT_KEEP = 8_000           # characters of stdout/stderr shown in a report
 FILE_LIMIT = 64 << 20         # bytes any file of the child may reach (flooding stops here)
@@ -317,10 +317,27 @@ def confine(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None
 
 # -- the cases -----------------------------------------------------------------------------------
 
+def hidden_seed() -> int:
+    """A seed for the hidden cases' inputs, drawn at grading time (in the parent): their values cannot be
+    learnt from the repository or from an earlier grade, as GPU MODE's evaluator does."""
+    return secrets.randbits(63)
+
+
+def _case_rng(case: Case, offset: int, fresh: int) -> np.random.Generator:
+    key = case.seed * 7919 + offset
+    return np.random.default_rng([key, fresh] if case.hidden else key)
+
+
 def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool | None = None,
-                probes: bool = True, leave_out: frozenset[tuple[int, int]] = frozenset()) -> list[dict[str, Any]]:
+                probes: bool = True, leave_out: frozenset[tuple[int, int]] = frozenset(),
+                hidden: int | None = None) -> list[dict[str, Any]]:
     """Every (case, launch configuration, schedule) the child runs, with fresh inputs; but the runs
     whose run_key is in leave_out (with their schedules).
+
+    Inputs: a public case's come from its own seed (a student can reproduce them); a hidden case's
+    (and its probe's) from that seed and `hidden` (default: a fresh hidden_seed(); pass one to give
+    several children of one grade the same hidden inputs). make_inputs puts the workload's hard
+    inputs (core.HardInput) in every size that can hold them.
 
     role: "plain" (graded), "perturbed" (the same inputs under a perturbed thread schedule:
     races show as results that differ between schedules; simulator only), "probe" (the
@@ -338,6 +355,7 @@ def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool |
     workload = exercise.spec
     configs = exercise.configs or (None,)
     seeds = exercise.race_seeds if (ON_SIMULATOR if perturbed is None else perturbed) else ()
+    fresh = hidden_seed() if hidden is None else hidden
     for i, case in enumerate(exercise.cases):
         if public_only and (case.hidden or case.probe):
             continue
@@ -346,7 +364,7 @@ def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool |
         for c, config in enumerate(configs):
             if (i, c) in leave_out:
                 continue
-            rng = np.random.default_rng(case.seed * 7919 + c)
+            rng = _case_rng(case, c, fresh)
             inputs = (workload.symmetric_inputs if case.probe else workload.make_inputs)(case.size, rng)
             entry = {"id": len(cases), "case": case, "config_index": c, "inputs": inputs,
                      "output_specs": workload.output_specs(case.size), "perturb_seed": None,
@@ -354,7 +372,7 @@ def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool |
                      "of": None}
             cases.append(entry)
             if case.probe:
-                twin_rng = np.random.default_rng(case.seed * 7919 + c + 104729)
+                twin_rng = _case_rng(case, c + 104729, fresh)
                 cases.append({**entry, "id": len(cases), "role": "twin", "of": entry["id"],
                               "inputs": workload.make_inputs(case.size, twin_rng)})
                 continue
@@ -470,7 +488,7 @@ def read_report(path: Path) -> dict[str, Any] | None:
 def run_child(exercise: Exercise, source: str, timeout_s: float = RUN_TIMEOUT_S, memory_bytes: int = 4 << 30,
               *, public_only: bool = False, speed: bool = False, prefix: Sequence[str] = (),
               backend: str | None = None, cases: list[dict[str, Any]] | None = None,
-              collect: Sequence[str] = (), slowdown: float = 1.0) -> ChildRun:
+              collect: Sequence[str] = (), slowdown: float = 1.0, hidden: int | None = None) -> ChildRun:
     """Run the submission in a confined child process.
 
     timeout_s: seconds each run may take (loading the submission gets as long; the process as a
@@ -479,11 +497,12 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = RUN_TIMEOUT_S,
     time it against the reference (GPU, kernel exercises); backend: "sim" runs the child on the
     simulator whatever this process runs on (the traffic trace on a GPU machine); cases: the runs
     to make (default build_cases); collect: files of the scratch folder to return (a sanitizer's
-    log); slowdown: how much slower each run is expected to be (under a sanitizer).
+    log); slowdown: how much slower each run is expected to be (under a sanitizer); hidden: the hidden
+    cases' seed (build_cases; one per grade, so every child of a grade runs the same inputs).
     """
     sim_child = backend == "sim" or (backend is None and ON_SIMULATOR)
     if cases is None:
-        cases = build_cases(exercise, public_only, perturbed=sim_child)
+        cases = build_cases(exercise, public_only, perturbed=sim_child, hidden=hidden)
     speed_job = _speed_job(exercise) if speed and ON_GPU and not sim_child and exercise.speed \
         and exercise.kind == "kernel" else None
     nonce = secrets.token_hex(16)

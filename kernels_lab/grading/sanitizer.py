@@ -90,21 +90,26 @@ def attribute(text: str, allocations: dict[int, list[tuple[int, int]]]) -> tuple
 
 
 def sanitize(ex: Exercise, source: str, tool: str, timeout_s: float = 20.0, memory_bytes: int = 8 << 30,
-             public_only: bool | None = None, hung: frozenset[tuple[int, int]] = frozenset()) -> SanitizerResult:
+             public_only: bool | None = None, hung: frozenset[tuple[int, int]] = frozenset(),
+             hidden: int | None = None, run_limit_s: float | None = None) -> SanitizerResult:
     """Run the exercise's graded cases under `compute-sanitizer --tool TOOL` (memcheck: all of them;
     racecheck: the public ones). hung: run keys that already timed out in the graded child; they are
     left out (they have no credit to lose, and a spin under the sanitizer would cost SLOWDOWN times the
-    run's time limit)."""
+    run's time limit); hidden: the grade's hidden seed (the same hidden inputs as its graded child);
+    run_limit_s: seconds each run may take under the sanitizer (default timeout_s x SLOWDOWN; the grader
+    gives less once a run has hung)."""
     if not ON_GPU:
         return SanitizerResult("skipped", 0, "compute-sanitizer needs a GPU")
     exe = find_sanitizer()
     if exe is None:
         return SanitizerResult("skipped", 0, "compute-sanitizer is not installed here")
     public = (tool != "memcheck") if public_only is None else public_only
-    cases = build_cases(ex, public_only=public, perturbed=False, probes=False, leave_out=hung)
+    cases = build_cases(ex, public_only=public, perturbed=False, probes=False, leave_out=hung, hidden=hidden)
     if not cases:
         return SanitizerResult("skipped", 0, "every run it would check already timed out")
     log = f"{tool}.txt"
+    if run_limit_s is not None:
+        timeout_s = min(timeout_s, run_limit_s / SLOWDOWN)
     run = run_child(ex, source, timeout_s, memory_bytes, cases=cases, collect=(log,), slowdown=SLOWDOWN,
                     prefix=(exe, "--tool", tool, "--print-limit", str(PRINT_LIMIT), "--show-backtrace", "no",
                             "--log-file", "{scratch}/" + log,

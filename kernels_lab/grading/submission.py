@@ -18,9 +18,14 @@ class SubmissionError(ValueError):
 
 
 def load_source(path: str | Path, exercise: str) -> str:
+    """The code of `exercise` in the submission at `path`. Refuses, before reading a byte, a path that
+    is not a regular file (a FIFO named x.py would block the grader forever; a device never ends)."""
     path = Path(path)
     if not path.exists():
         raise SubmissionError(f"{path}: no such file")
+    if not path.is_file():
+        kind = "a folder" if path.is_dir() else "a FIFO" if path.is_fifo() else "not a regular file"
+        raise SubmissionError(f"{path}: {kind}, not a regular file (refused without reading it)")
     if path.suffix == ".py":
         return path.read_text(errors="replace")
     if path.suffix == ".ipynb":

@@ -10,7 +10,10 @@ index, block and thread where one is known):
 
   bounds     an index error (simulator) or a memcheck error (GPU) in that run
   stride     a persistent kernel left the tail of the output unwritten
+  grid_barrier  values read before another block wrote them, in fewer launches than allowed (steps that
+             need a grid-wide barrier, run in one launch)
   unwritten  some elements never written
+  schedule   right on the GPU, wrong in the simulator's rerun (grade.py): the GPU's schedule hid it
   barrier    the SAME inputs gave DIFFERENT results under different thread schedules (decided in
              the grader, across runs; or racecheck's hazards on a GPU)
   symmetric  the symmetric probe passed and its asymmetric twin (same size, same configuration) failed
@@ -26,6 +29,7 @@ import numpy as np
 from ..arrays import unwritten
 from ..checks import compare
 from ..core import Exercise, Size
+from .records import Run, Verdict
 
 HINTS = {
     "bounds": "missing bounds guard: a thread indexed past the end of an array; guard with `if i < out.size:`",
@@ -37,11 +41,18 @@ HINTS = {
                  "should read the other, or uses the wrong index); symmetric inputs would have hidden this",
     "unwritten": "{count} element(s) were never written (first at index {first}), or were computed from a "
                  "temporary read before it was written",
+    "grid_barrier": "{launches} launch(es) where the exercise allows {budget}, and values read before another block "
+                    "wrote them: the blocks of one launch run in no fixed order (the simulator runs them one after "
+                    "another), and cuda.syncthreads() orders the threads of one block only; a step that reads what "
+                    "other blocks wrote in the step before needs a grid-wide barrier: launch once per step",
+    "schedule": "the result depends on the order the blocks run in: right on the GPU, wrong on the simulator, which "
+                "runs the blocks of a launch one after another ({where}); the GPU's schedule hid it. Typically "
+                "missing: a grid-wide barrier between steps (one launch per step), or a fence (cuda.threadfence()) "
+                "before setting a flag that another block waits on",
     "launches": "{got} kernel launch(es) where the exercise allows {budget}: fuse the stages into one kernel",
     "traffic": "{got:,} bytes of global-memory traffic at {size} where the plan needs {budget:,}: an intermediate "
                "goes through global memory (or an input is read twice); keep it in a register",
-    "work": "the answer must be computed by your own kernel on the GPU: no credit for a result computed on the "
-            "host, copied from a reference, or produced without launching your kernel",
+    "work": "the answer must be computed by your own kernel on the GPU: no credit for {how}",
 }
 
 
@@ -54,80 +65,114 @@ def _where(sent: dict[str, Any]) -> str:
     return text
 
 
-def _writer(got: dict[str, Any], index: int) -> str:
-    lw = got.get("last_writer") or {}
-    rows = lw.items() if isinstance(lw, dict) else (((r[0], r[1]), (r[2], r[3])) for r in lw)
-    for (label, flat), (blk, thr) in rows:
-        if flat == index:
+def _writer(got: Run, name: str, flat: int) -> str:
+    """Who last wrote element `flat` (a row-major flat index, as the trace keys it) of output `name`."""
+    labels = {label for (label, _), _ in got.last_writer}
+    # the trace names an array by the kernel's parameter: the output's own name, unless the student named
+    # the parameter otherwise (then only an unambiguous single written array is taken for it)
+    label = name if name in labels or len(labels) != 1 else next(iter(labels))
+    for (lab, index), (blk, thr) in got.last_writer:
+        if index == flat and lab == label:
             return f"; last written by block {list(blk)} thread {list(thr)}"
     return ""
 
 
-def work_problem(ex: Exercise, got: dict[str, Any]) -> str | None:
-    """Why this run's output cannot be credited to the student's kernel (None when it can)."""
-    if got.get("entry_problem"):
-        return got["entry_problem"]
-    if "own_launches" not in got:  # a report from before provenance was recorded
-        return None
-    if ex.kind == "kernel" and not got.get("entry_launches"):
-        return f"{ex.entry} was never launched as a kernel (the launch object was replaced or bypassed)"
-    if ex.kind == "host" and not got.get("own_launches"):
-        foreign = got.get("foreign") or []
-        return (f"{ex.entry} launched no kernel of its own" +
-                (f" (only {', '.join(foreign)}, which it did not define)" if foreign else "") +
-                ": the answer must come from a kernel launch")
-    for name, p in (got.get("provenance") or {}).items():
-        if p.get("host"):
-            return (f"{p['host']} element(s) of {name} were written on the host, not by a kernel (first at index "
-                    f"{p['first_host']})")
-        if p.get("foreign"):
-            return (f"{p['foreign']} element(s) of {name} were written by a kernel you did not write "
-                    f"({', '.join(got.get('foreign') or ['?'])}; first at index {p['first_foreign']})")
+def _one_tail(never: np.ndarray, size: int) -> bool:
+    """Are the unwritten flat indices (sorted, unique) one contiguous run that ends the array (and does
+    not start it)? Holes anywhere else (a row's last columns, a skipped unit) are not a stride problem."""
+    return bool(never[0] > 0 and never[-1] == size - 1 and len(never) == size - never[0])
+
+
+def _at(shape: tuple[int, ...], flat: int) -> str:
+    """An element's position as a student indexes it: 17 for a 1-D array, [2, 5] for a 2-D one."""
+    return str(flat) if len(shape) <= 1 else str([int(i) for i in np.unravel_index(flat, shape)])
+
+
+def _steps_in_one_launch(ex: Exercise, sent: dict[str, Any], got: Run) -> tuple[str, dict[str, Any]] | None:
+    """The grid_barrier hint, for a run that read values before another block wrote them (poison in its
+    output) with fewer launches than the exercise allows and several blocks in a launch: steps that need
+    a grid-wide barrier between them, run in one launch."""
+    budget = ex.launch_budget(sent["case"].size)
+    launches = got.launches or []
+    if launches and len(launches) < budget and any(int(np.prod(grid)) > 1 for _, grid, *_ in launches):
+        return "grid_barrier", {"launches": len(launches), "budget": budget, "where": _where(sent)}
     return None
 
 
-def case_verdict(ex: Exercise, sent: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
-    """Correctness of one run, with the first wrong element and who wrote it.
+# what a work problem's hint says the output was (verdict.HINTS["work"])
+_HOST, _FOREIGN, _UNLAUNCHED = ("a result computed on the host", "a result from a kernel you did not write (a copied "
+                                "reference)", "a result produced without launching your kernel")
+_NOTHING = "code that launches no kernel and writes no output (is the exercise filled in?)"
 
-    Returns {"ok", "why", "hint": (key, args) or None, "kind": "ok" | "error" | "work" | "wrong"}."""
+
+def work_problem(ex: Exercise, got: Run) -> tuple[str, str] | None:
+    """Why this run's output cannot be credited to the student's kernel, and what it was instead (the
+    work hint's words); None when it can be credited."""
+    if got.entry_problem:
+        copied = "not in your submission" in got.entry_problem
+        return got.entry_problem, _FOREIGN if copied else _UNLAUNCHED
+    if got.own_launches is None:  # a report from before provenance was recorded
+        return None
+    if ex.kind == "kernel" and not got.entry_launches:
+        return f"{ex.entry} was never launched as a kernel (the launch object was replaced or bypassed)", _UNLAUNCHED
+    written = any(p.get("host") or p.get("foreign") for p in got.provenance.values())
+    if ex.kind == "host" and not got.own_launches:
+        how = _FOREIGN if got.foreign else _HOST if written else _NOTHING
+        return (f"{ex.entry} launched no kernel of its own" +
+                (f" (only {', '.join(got.foreign)}, which it did not define)" if got.foreign else "") +
+                ": the answer must come from a kernel launch", how)
+    for name, p in got.provenance.items():
+        if p.get("host"):
+            return (f"{p['host']} element(s) of {name} were written on the host, not by a kernel (first at index "
+                    f"{p['first_host']})", _HOST)
+        if p.get("foreign"):
+            return (f"{p['foreign']} element(s) of {name} were written by a kernel you did not write "
+                    f"({', '.join(got.foreign or ['?'])}; first at index {p['first_foreign']})", _FOREIGN)
+    return None
+
+
+def case_verdict(ex: Exercise, sent: dict[str, Any], got: Run) -> Verdict:
+    """Correctness of one run, with the first wrong element and who wrote it."""
     where = _where(sent)
-    if got.get("entry_problem"):
-        return {"ok": False, "kind": "work", "why": got["entry_problem"], "hint": ("work", {})}
-    if got.get("error"):
-        e = got["error"]
-        what = " ".join(filter(None, (e.get("type"), e.get("where"))))
-        hint = ("bounds", {"where": f"{where}: {what}"}) if e["type"] == "IndexError" else None
-        return {"ok": False, "kind": "error", "why": f"{where}: {what}: {e['message']}", "hint": hint}
+    if got.entry_problem:
+        return Verdict(False, "work", got.entry_problem, ("work", {"how": work_problem(ex, got)[1]}))
+    if got.error:
+        e = got.error
+        hint = ("bounds", {"where": f"{where}: {e.describe()}"}) if e.type == "IndexError" else None
+        return Verdict(False, "error", f"{where}: {e.describe()}: {e.message}", hint)
     problem = work_problem(ex, got)
     if problem:
-        return {"ok": False, "kind": "work", "why": f"{where}: {problem}: no credit", "hint": ("work", {})}
+        return Verdict(False, "work", f"{where}: {problem[0]}: no credit", ("work", {"how": problem[1]}))
+    if got.outputs is None:
+        return Verdict(False, "error", f"{where}: the run reported no outputs")
     ref = ex.spec.reference(sent["inputs"])
     for name, expected in ref.items():
-        out = got["outputs"][name]
+        out = got.outputs[name]
         _, bad = compare(name, out, expected, ex.tol())
         if bad is not None:
             never = np.flatnonzero(unwritten(out).reshape(-1))  # still the poison (a NaN of its own is not)
             hint = None
             if len(never):
-                tail = never[0] > 0 and np.all(never == np.arange(never[0], out.size))
-                args = {"first": int(never[0]), "count": len(never), "where": where}
-                hint = ("stride", args) if tail and ex.pattern == "persistent" else ("unwritten", args)
-            return {"ok": False, "kind": "wrong", "hint": hint,
-                    "why": f"{where}: {bad.bad} wrong element(s); first {name}{list(bad.index)}: expected "
-                           f"{bad.expected:.6g}, got {bad.got:.6g}{_writer(got, bad.index[0])}"}
-    return {"ok": True, "kind": "ok", "hint": None}
+                args = {"first": _at(out.shape, int(never[0])), "count": len(never), "where": where}
+                hint = ("stride", args) if _one_tail(never, out.size) and ex.pattern == "persistent" \
+                    else _steps_in_one_launch(ex, sent, got) or ("unwritten", args)
+            flat = int(np.ravel_multi_index(bad.index, out.shape)) if out.ndim else 0
+            return Verdict(False, "wrong", f"{where}: {bad.bad} wrong element(s); first {name}{list(bad.index)}: "
+                                           f"expected {bad.expected:.6g}, got {bad.got:.6g}"
+                                           f"{_writer(got, name, flat)}", hint)
+    return Verdict(True, "ok")
 
 
-def same_result(ex: Exercise, a: dict[str, Any], b: dict[str, Any]) -> bool:
+def same_result(ex: Exercise, a: Run, b: Run) -> bool:
     """Did two runs on the SAME inputs give the same result (within the tolerance, NaN equal to NaN;
     two errors of the same type count as the same)? Used to tell a race from a deterministic bug."""
-    if a.get("error") or b.get("error"):
-        return bool(a.get("error")) and bool(b.get("error")) and a["error"]["type"] == b["error"]["type"]
-    if a.get("outputs") is None or b.get("outputs") is None:
-        return a.get("outputs") is None and b.get("outputs") is None
+    if a.error or b.error:
+        return bool(a.error) and bool(b.error) and a.error.type == b.error.type
+    if a.outputs is None or b.outputs is None:
+        return a.outputs is None and b.outputs is None
     tol = ex.tol()
-    for name, x in a["outputs"].items():
-        y = b["outputs"].get(name)
+    for name, x in a.outputs.items():
+        y = b.outputs.get(name)
         if y is None or x.shape != y.shape:
             return False
         x64, y64 = x.astype(np.float64), y.astype(np.float64)

@@ -232,6 +232,31 @@ def tracing(writers: bool = False, perturb_seed: int | None = None,
         _active.remove(tracer)
 
 
+class _Watcher:
+    """A callback among the active tracers (see watching)."""
+
+    def __init__(self, callback) -> None:
+        self.callback = callback
+
+    def access(self, wrapper, idx, count: int, write: bool) -> None:
+        self.callback(wrapper._item._ary, idx, write)
+
+
+@contextmanager
+def watching(callback) -> Iterator[None]:
+    """with watching(f): f(array, index, write) for every global access of a kernel, in the thread that
+    makes it (simulator only): for checks of ORDER, such as a read before the PDL wait (pdl_rules)."""
+    if not ON_SIMULATOR:
+        raise RuntimeError("watching accesses needs the CUDA simulator (KERNELS_LAB_BACKEND=sim)")
+    _patch()
+    watcher = _Watcher(callback)
+    _active.append(watcher)
+    try:
+        yield
+    finally:
+        _active.remove(watcher)
+
+
 def per_array(trace: Trace) -> dict[str, ArrayTraffic]:
     """Traffic summed over launches, per array label."""
     total: dict[str, ArrayTraffic] = defaultdict(lambda: ArrayTraffic(0))
