@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
-# Steps: env tests demo ncu profile ladder consumer polls pdl pdl-window timeline demos notebooks grade grade-lessons
+# Steps: env tests demo ncu profile ladder consumer polls pdl pdl-window decode timeline demos notebooks grade grade-lessons
 #        probe render
 # (render needs no GPU: after copying $OUT's results into figures/data/ as NAME_h200.json, it redraws
 #  every figure in figures/ and rewrites the README's numbers from them)
@@ -20,7 +20,7 @@ for step in "$@"; do
     tests)
       $py -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::numba.core.errors.NumbaPerformanceWarning tests > "$OUT/gpu-tests.txt" 2>&1; tail -15 "$OUT/gpu-tests.txt" ;;
     demo)
-      $py -m kernels_lab.cli demo elementwise --json "$OUT/elementwise.json" --out "$OUT/elementwise.png" ;;
+      $py -m kernels_lab.cli demo elementwise --json "$OUT/elementwise.json" --out "$OUT" ;;
     ncu)
       ncu --clock-control none --csv --print-units base \
           --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
@@ -30,20 +30,24 @@ for step in "$@"; do
     profile)
       $py -m kernels_lab.cli profile elementwise --ncu --json "$OUT/profile_elementwise.json" 2>&1 | grep -v Warn ;;
     ladder)
-      $py -m kernels_lab.cli profile launch --json "$OUT/ladder.json" ;;
+      $py -m kernels_lab.cli bench launch --json "$OUT/ladder.json" ;;
     consumer)
-      $py -m kernels_lab.cli profile consumer --json "$OUT/consumer.json" 2>&1 | grep -v Warn ;;
+      $py -m kernels_lab.cli bench consumer --json "$OUT/consumer.json" 2>&1 | grep -v Warn ;;
     polls)
       $py benchmarks/consumer_polls.py "$OUT/consumer_polls.json" 2>&1 | grep -v Warn ;;
     timeline)
       for w in elementwise quantize_group; do
         $py -m kernels_lab.cli timeline $w --json "$OUT/timeline_$w.json" --out "$OUT" 2>&1 | grep -v Warn; done ;;
     pdl)
-      $py -m kernels_lab.cli profile pdl --json "$OUT/pdl.json" 2>&1 | grep -v Warn ;;
+      $py -m kernels_lab.cli bench pdl --json "$OUT/pdl.json" 2>&1 | grep -v Warn ;;
     pdl-window)
       $py benchmarks/pdl_window.py "$OUT/pdl_window.json" 2>&1 | grep -v Warn ;;
+    decode)
+      # the megakernel's GPU tests (real waits, the bounded wait's error), then every variant checked and timed
+      $py -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_decode.py 2>&1 | tail -3
+      $py benchmarks/decode_bench.py "$OUT" 2>&1 | grep -v Warn ;;
     demos)
-      for d in consumer pdl; do $py -m kernels_lab.cli demo $d --json "$OUT/demo_$d.json" --out "$OUT/demo_$d.png" 2>&1 | grep -v Warn; done ;;
+      for d in consumer pdl; do $py -m kernels_lab.cli demo $d --json "$OUT/demo_$d.json" --out "$OUT" 2>&1 | grep -v Warn; done ;;
     notebooks)
       $py benchmarks/run_notebooks.py "$OUT" notebooks/0*_solution.ipynb 2>&1 | grep -v WARNING ;;
     grade)

@@ -39,9 +39,10 @@ def test_shards_split_a_class_into_disjoint_slices_that_cover_it():
 def test_sharded_grading_merges_into_one_gradebook_and_reruns_skip_unchanged(tmp_path, capsys):
     folder = _class(tmp_path)
     out = tmp_path / "grades"
-    common = ["--exercises", str(MINI_FILE), "--out-dir", str(out), "--timeout", "30"]
+    common = ["--exercises", str(MINI_FILE), "--out", str(out), "--timeout", "30"]
     assert cli.main(["grade", "fuse_mini", str(folder), "--shard", "1/2", *common]) == 0
-    assert cli.main(["grade", "fuse_mini", str(folder), "--shard", "2/2", *common]) == 0
+    # exit 1: fuse_import_error could not be loaded (its zero grade is written all the same)
+    assert cli.main(["grade", "fuse_mini", str(folder), "--shard", "2/2", *common]) == cli.EXIT_NOT_LOADED
     saved = sorted(p.name for p in out.iterdir())
     assert saved == ["fuse_correct.py.json", "fuse_import_error.py.json", "fuse_sys_exit.py.json"]
     book = tmp_path / "book.csv"
@@ -53,16 +54,16 @@ def test_sharded_grading_merges_into_one_gradebook_and_reruns_skip_unchanged(tmp
     # a re-run grades only what changed (the content hash in each submission's JSON)
     capsys.readouterr()
     (folder / "fuse_sys_exit.py").write_text(submission("fuse_correct"))
-    assert cli.main(["grade", "fuse_mini", str(folder), *common]) == 0
+    assert cli.main(["grade", "fuse_mini", str(folder), *common]) == cli.EXIT_NOT_LOADED  # fuse_import_error
     assert "2 unchanged submission(s) not re-graded" in capsys.readouterr().err
     fixed = json.loads((out / "fuse_sys_exit.py.json").read_text())
     assert fixed["score"] == fixed["max_score"]
 
 
 def test_the_gradescope_bundle_grades_a_submission_like_gradescope(tmp_path):
-    zip_path = tmp_path / "autograder.zip"
-    assert cli.main(["grade", "bundle", "fuse_mini", "--out", str(zip_path), "--exercises", str(MINI_FILE),
-                     "--timeout", "30"]) == 0
+    zip_path = tmp_path / "bundles" / "fuse_mini_autograder.zip"  # --out is the folder it is written into
+    assert cli.main(["grade", "bundle", "fuse_mini", "--out", str(tmp_path / "bundles"), "--exercises",
+                     str(MINI_FILE), "--timeout", "30"]) == 0
     root = tmp_path / "autograder"  # Gradescope's layout: source/ (the zip), submission/, results/
     with zipfile.ZipFile(zip_path) as z:
         names = set(z.namelist())

@@ -1,9 +1,11 @@
-"""What `kernels-lab profile` runs: a workload's sweep (with Nsight Compute's DRAM bytes merged
-in), or one of the special measurements (the launch ladder, the consumer, the PDL study).
-The CLI parses and prints; this module measures and writes."""
+"""What `kernels-lab profile` and `kernels-lab bench` run: a workload's sweep (with Nsight Compute's
+DRAM bytes merged in), or one of the fixed GPU measurements that are not a workload's variants
+(the launch ladder, the consumer, the PDL study). The CLI parses and prints; this module measures
+and writes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -27,14 +29,32 @@ def _pdl() -> list[dict[str, Any]]:
     return measure_pdl()
 
 
-SPECIAL_PROFILES: dict[str, Callable[[], list[dict[str, Any]]]] = {
-    "launch": _ladder, "consumer": _consumer, "pdl": _pdl}
+@dataclass(frozen=True)
+class Bench:
+    about: str
+    measure: Callable[[], list[dict[str, Any]]]
 
 
-def run_special(name: str, json_path: str | Path, command: str) -> list[dict[str, Any]]:
-    records = SPECIAL_PROFILES[name]()
+# `kernels-lab bench NAME`: fixed configurations on a GPU, not a workload's variants (so not `profile`)
+BENCHES: dict[str, Bench] = {
+    "launch": Bench("the launch-overhead ladder: numba dispatch, pre-bound, graph replay, grid-sync step", _ladder),
+    "consumer": Bench("the persistent consumer's latency and throughput against one launch per request", _consumer),
+    "pdl": Bench("a group of small kernels: plain, PDL, graph, graph + PDL, grouped, over G", _pdl),
+}
+
+
+def run_bench(name: str, json_path: str | Path, command: str) -> list[dict[str, Any]]:
+    records = BENCHES[name].measure()
     results.dump(results.make_meta(command, None), records, json_path)
     return records
+
+
+def ncu_missing() -> str | None:
+    """Why `profile --ncu` cannot run here (no ncu on PATH), known before the sweep; else None."""
+    import shutil
+    if shutil.which("ncu") is None:
+        return "ncu (Nsight Compute) is not on PATH: install it (or add it to PATH), or drop --ncu"
+    return None
 
 
 def profile_workload(workload: Workload, sizes: Sequence[Size], *, json_path: str | Path, reps: int,
