@@ -3,19 +3,21 @@
     PYTHONPATH=$PWD python3 benchmarks/softmax_bench.py OUT_DIR [--reps 30] [--no-compile] [--ncu]
 
 1. validate: every version against float64 at each width it is timed at (CHECK_ROWS rows, fresh random
-   inputs with rows near +-100, poisoned outputs); a wrong or failing version is reported and not timed;
+   inputs with rows near +-100, poisoned outputs; split also at x * BIG); a wrong or failing version is
+   reported and not timed;
 2. the copy ceiling (profile.ceiling), measured in this run;
 3. at each shape, every version that fits and torch.softmax / a torch.compile'd softmax (when torch
    imports) timed interleaved (profile.timing: cold L2, medians), then rows of every output re-checked;
-4. a sweep over cols at fixed bytes (SWEEP_BYTES of x) for fused, online and torch.softmax: where
-   fused stops fitting on chip;
+4. a sweep over cols at fixed bytes (SWEEP_BYTES of x) for fused, online, split and torch.softmax:
+   where fused stops fitting on chip, and which variant is fastest at each width;
 5. --ncu: DRAM bytes per registered variant from Nsight Compute at two shapes (does online's second
    read come from L2?);
-6. OUT_DIR/softmax_bench.json (results v1), the figures of softmax_plots.py, the targets, a table.
+6. OUT_DIR/softmax_bench.json (results v1; also written after steps 3 and 4, so that a run cut short
+   keeps what it measured), the figures of softmax_plots.py, the targets (issue 28's among them), a table.
 
-The versions, llm.c dev/cuda style: each is a kernel of kernels_lab/workloads/softmax.py at one
-layout, numbered, with what it changes (VERSIONS). The registered variants take the layout that
-fused_shape / stream_shape choose by width; the table says which version won each shape, so one run
+The versions, llm.c dev/cuda style: each is a kernel of kernels_lab/workloads/softmax.py (split:
+softmax_split.py) at one layout, numbered, with what it changes (VERSIONS). The registered variants take the layout that
+fused_shape / stream_shape / split_shape choose by width; the table says which version won each shape, so one run
 tells whether those defaults are right. Every GB/s counts one read and one write of x (8 bytes per
 element) for everyone, torch included; bytes_model is each version's own plan.
 """
@@ -44,17 +46,21 @@ from kernels_lab.profile.results import dump, make_meta  # noqa: E402
 from kernels_lab.profile.timing import time_launchers  # noqa: E402
 from kernels_lab.runtime import cuda, device_facts  # noqa: E402
 from kernels_lab.workloads import softmax as sm  # noqa: E402
+from kernels_lab.workloads import softmax_split as sp  # noqa: E402
 
 W = get_workload("softmax")
-SHAPES = ((65536, 1024), (16384, 4096), (4096, 32768), (16384, 1000), (8192, 50257))
+SHAPES = ((65536, 1024), (16384, 4096), (4096, 32768), (16384, 1000), (8192, 50257), (4096, 131072))
 TARGET_SHAPES = SHAPES[:3]
+CEILING_SHARE, CEILING_FROM = 0.85, 1024  # issue 28: the best registered variant at every width from 1024 columns
+TORCH_STRETCH_COLS = (32768, 50257)       # issue 28: >= 1.2x torch.softmax there
 TORCH_BEFORE = {(65536, 1024): 3966, (16384, 4096): 2541, (4096, 32768): 2627}  # GB/s, H200, 2026-12-03:
                                     # the targets' yardstick when torch is not importable in this run
 SWEEP_BYTES = 1 << 28               # bytes of x at every sweep point
-SWEEP_COLS = tuple(1 << k for k in range(8, 17))
+SWEEP_COLS = tuple(1 << k for k in range(8, 18))
 CHECK_ROWS = 67                     # odd: the last block of a row-per-warp layout is partly idle
+BIG = 64                            # split's second check: x scaled by this, rows near +-6400, one element ~1
 USEFUL = 8                          # bytes per element every GB/s is counted on: x read once, out written once
-COMPILE_BUDGET_S = 150              # torch.compile is skipped for shapes that start after this much of the run
+COMPILE_BUDGET_S = 170              # torch.compile is skipped for shapes that start after this much of the run
 NCU_SHAPES = ((16384, 4096), (4096, 32768))
 
 
@@ -62,16 +68,16 @@ NCU_SHAPES = ((16384, 4096), (4096, 32768))
 
 @dataclass(frozen=True)
 class Version:
-    key: str                                         # v1 .. v13, the same at every width
+    key: str                                         # v1 .. v17, the same at every width
     variant: str                                     # the workload variant it is a layout of
     what: str                                        # what it changes
-    layout: Callable[[int], sm.RowShape | None] | None = None   # cols -> layout; None: the variant's own
+    layout: Callable[[int], Any] | None = None       # cols -> layout (RowShape, SplitShape); None: the variant's own
 
-    def shape(self, cols: int) -> sm.RowShape | None:
+    def shape(self, cols: int) -> sm.RowShape | sp.SplitShape | None:
         if self.layout is not None:
             return self.layout(cols)
-        return {"fused": sm.fused_shape, "persistent": sm.fused_shape, "online": sm.stream_shape}.get(
-            self.variant, lambda c: None)(cols)
+        return {"fused": sm.fused_shape, "persistent": sm.fused_shape, "online": sm.stream_shape,
+                "split": sp.split_shape}.get(self.variant, lambda c: None)(cols)
 
     def fits(self, cols: int) -> bool:
         if W.variant(self.variant).why_not(W.size(rows=1, cols=cols)) is not None:
@@ -83,6 +89,8 @@ class Version:
             return W.variant(self.variant).bind(inputs, outputs)
         if self.variant == "online":
             return sm.bind_online(inputs, outputs, shape=self.shape(inputs["x"].shape[1]))
+        if self.variant == "split":
+            return sp.bind_split(inputs, outputs, shape=self.shape(inputs["x"].shape[1]))
         return sm.bind_fused(inputs, outputs, shape=self.shape(inputs["x"].shape[1]))
 
 
@@ -97,6 +105,19 @@ def _block_row(chunks: int) -> Callable[[int], sm.RowShape | None]:
 def _half_threads(cols: int) -> sm.RowShape | None:
     threads = sm.stream_shape(cols).threads // 2
     return sm.stream_shape(cols, threads=threads) if threads >= sm.WARP else None
+
+
+def _slices_of(threads: int | None, prefetch: bool = True) -> Callable[[int], sp.SplitShape | None]:
+    """Split layouts other than the registered one, for rows the registered one splits (>= 8192 columns):
+    slices of `threads` x 8 chunks (None: the registered slices), with or without the prefetch."""
+    def layout(cols: int) -> sp.SplitShape | None:
+        if cols < sp.SPLIT_MIN_COLS:
+            return None
+        if threads is None:
+            return sp.split_shape(cols, prefetch=prefetch)
+        return sp.split_shape(cols, slices=-(-cols // (threads * sp.SLICE_CHUNKS * sm.CHUNK)), threads=threads,
+                              prefetch=prefetch)
+    return layout
 
 
 VERSIONS = (
@@ -117,6 +138,12 @@ VERSIONS = (
     Version("v11", "online", "2 chunks (32 bytes) loaded together", lambda c: sm.stream_shape(c, chunks=2)),
     Version("v12", "online", "half v9's threads, each loops twice as often", _half_threads),
     Version("v13", "unfused", "registered: 3 kernels, e = exp(x - max) through DRAM"),
+    Version("v14", "split", f"registered: each row in slices of {sp.SLICE_FLOATS} floats, a block of "
+                            f"{sp.SLICE_THREADS} each (bigger past {sp.WIDE_SLICES} slices), (max, sum) exchanged "
+                            f"through global memory with flags, the next row's slice loaded during the exchange"),
+    Version("v15", "split", "v14 without the prefetch: the exchange's wait is exposed", _slices_of(None, False)),
+    Version("v16", "split", "slices of 8192 floats, 256 threads x 8 chunks, with the prefetch", _slices_of(256)),
+    Version("v17", "split", "slices of 16384 floats, 512 threads x 8 chunks, with the prefetch", _slices_of(512)),
 )
 
 
@@ -124,21 +151,23 @@ def versions_for(cols: int) -> list[Version]:
     """The versions that run this width, less layouts that repeat an earlier version's."""
     chosen, seen = [], set()
     for v in VERSIONS:
-        key = (v.variant, v.shape(cols)) if v.variant in ("fused", "online") else (v.key,)
+        key = (v.variant, v.shape(cols)) if v.variant in ("fused", "online", "split") else (v.key,)
         if v.fits(cols) and key not in seen:
             seen.add(key)
             chosen.append(v)
     return chosen
 
 
-SWEEP_KEYS = ("v2", "v9")  # the registered fused and online layouts
+SWEEP_KEYS = ("v2", "v9", "v14")  # the registered fused, online and split layouts
 
 
 # -- validation --------------------------------------------------------------------------------------
 
-def check(bind: Callable[[dict, dict], Callable[[], None]], size: Size, seed: int) -> tuple[float, str | None]:
-    """Run once on fresh inputs into poisoned outputs; (relative error, what is wrong or None)."""
+def check(bind: Callable[[dict, dict], Callable[[], None]], size: Size, seed: int,
+          scale: float = 1.0) -> tuple[float, str | None]:
+    """Run once on fresh inputs (times `scale`) into poisoned outputs; (relative error, what is wrong or None)."""
     inputs = W.make_inputs(size, np.random.default_rng(seed))
+    inputs["x"] *= np.float32(scale)
     outputs = poisoned(W.output_specs(size))
     bind(to_device(inputs), outputs)()
     cuda.synchronize()
@@ -211,14 +240,20 @@ def record(kind: str, size: Size, name: str, variant: str, pattern: str, what: s
 
 def describe(v: Version, size: Size) -> dict[str, Any]:
     """What a record says about a version's kernels: its layout, their names, its planned bytes and launches."""
-    plan = W.variant(v.variant).plan(size)  # bytes and launches do not depend on the layout
     shape = v.shape(size.cols)
+    # bytes and launches do not depend on the layout, but for split's exchange (its slices and grid)
+    plan = sp.plan_split_for(size, shape) if v.variant == "split" else W.variant(v.variant).plan(size)
     kernels = [k.kernel for k in plan.launches]
-    if v.layout is not None:
+    if v.layout is not None and v.variant != "split":
         kernels = [kernel_name(sm.online_kernel(shape) if v.variant == "online" else sm.fused_kernel(shape))]
+    layout = None
+    if isinstance(shape, sp.SplitShape):
+        layout = {"threads": shape.threads, "chunks": shape.chunks, "block": shape.threads, "vector": True,
+                  "slices": shape.slices, "prefetch": shape.prefetch, "grid": plan.launches[0].grid}
+    elif shape is not None:
+        layout = {"threads": shape.threads, "chunks": shape.chunks, "block": shape.block, "vector": shape.vector}
     return {"launches": plan.n_launches, "bytes_model": plan.bytes_total, "registered": v.layout is None,
-            "kernels": kernels, "layout": None if shape is None else
-            {"threads": shape.threads, "chunks": shape.chunks, "block": shape.block, "vector": shape.vector}}
+            "kernels": kernels, "layout": layout}
 
 
 def measure_shape(kind: str, size: Size, todo: list[Version], anchors: Anchors | None, compile_now: bool, reps: int,
@@ -278,6 +313,20 @@ def ncu_bytes(records: list[dict[str, Any]], problems: list[str]) -> None:
 
 # -- the verdict --------------------------------------------------------------------------------------
 
+ONE_KERNEL = ("fused", "persistent", "online", "split")
+
+
+def best_registered(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(kind, cols) -> the fastest correct registered variant there (its own layout, no anchors)."""
+    best: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in records:
+        if r.get("registered") and r.get("correct") and r["pattern"] != "anchor":
+            key = (r["kind"], r["size"]["cols"])
+            if key not in best or r["time_ms"] < best[key]["time_ms"]:
+                best[key] = r
+    return best
+
+
 def targets(records: list[dict[str, Any]], ceiling: float | None) -> list[dict[str, Any]]:
     """The issue's targets, each with its value and whether it is met."""
     found = []
@@ -290,7 +339,7 @@ def targets(records: list[dict[str, Any]], ceiling: float | None) -> list[dict[s
         found.append({"target": name, "value": value, "goal": goal, "met": met, "note": note})
 
     for rows, cols in TARGET_SHAPES:
-        ours = at(rows, cols, lambda r: r["variant"] in ("fused", "persistent", "online") and r["correct"])
+        ours = at(rows, cols, lambda r: r["variant"] in ONE_KERNEL and r["correct"])
         torch = at(rows, cols, lambda r: r["version"] == "torch.softmax")
         torch_gbs = torch[0]["GBs"] if torch else TORCH_BEFORE.get((rows, cols))
         if not ours or not torch_gbs:
@@ -316,6 +365,26 @@ def targets(records: list[dict[str, Any]], ceiling: float | None) -> list[dict[s
         timed, planned = un[0]["time_ms"] / fu[0]["time_ms"], un[0]["bytes_model"] / fu[0]["bytes_model"]
         add(f"unfused/fused time ratio vs planned bytes ratio at {rows}x{cols}", timed / planned, "within 15%",
             abs(timed / planned - 1) <= 0.15, f"time {timed:.2f}x, bytes {planned:.2f}x")
+    sp_ = at(rows, cols, lambda r: r["variant"] == "split" and r["registered"])
+    if un and sp_:
+        timed, planned = un[0]["time_ms"] / sp_[0]["time_ms"], un[0]["bytes_model"] / sp_[0]["bytes_model"]
+        add(f"unfused/split time ratio vs planned bytes ratio at {rows}x{cols}", timed / planned, "within 15%",
+            abs(timed / planned - 1) <= 0.15, f"time {timed:.2f}x, bytes {planned:.2f}x (split: the one-pass kernel "
+                                              f"that keeps this row on chip)")
+    best = best_registered(records)
+    if ceiling:
+        wide = {key: r for key, r in best.items() if key[1] >= CEILING_FROM}
+        for (kind, cols), r in sorted(wide.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            share = r["GBs"] / ceiling
+            add(f"best registered variant vs the copy ceiling, {r['size']['rows']}x{cols} ({kind[8:]})", share,
+                f">= {CEILING_SHARE}", share >= CEILING_SHARE, f"{r['variant']} ({r['version']}) {r['GBs']:.0f} GB/s")
+    for cols in TORCH_STRETCH_COLS:
+        r = best.get(("softmax_shape", cols))
+        if r is None or not r.get("vs_torch"):
+            add(f"best registered variant vs torch.softmax at {cols} columns", None, ">= 1.2x", None, "not measured")
+            continue
+        add(f"best registered variant vs torch.softmax at {r['size']['rows']}x{cols}", r["vs_torch"], ">= 1.2x",
+            r["vs_torch"] >= 1.2, f"{r['variant']} ({r['version']}) {r['GBs']:.0f} GB/s")
     return found
 
 
@@ -325,7 +394,7 @@ def winners(records: list[dict[str, Any]]) -> list[str]:
     for rows, cols in SHAPES:
         here = [r for r in records if r["kind"] == "softmax_shape" and r["size"] == {"rows": rows, "cols": cols}
                 and r.get("correct")]
-        for family in ("fused", "online"):
+        for family in ("fused", "online", "split"):
             mine = [r for r in here if r["variant"] == family]
             if not mine:
                 continue
@@ -338,10 +407,13 @@ def winners(records: list[dict[str, Any]]) -> list[str]:
 
 
 def layout_text(layout: dict[str, Any] | None) -> str:
-    """threads per row x chunks per thread, threads per block; 's' = 4-byte accesses."""
+    """[k slices of] threads per row x chunks per thread, threads per block; 's' = 4-byte accesses;
+    'pf' = the next row's slice loaded during the exchange."""
     if not layout:
         return "-"
-    return f"{layout['threads']}x{layout['chunks']} b{layout['block']}{'' if layout['vector'] else ' s'}"
+    slices = f"k{layout['slices']} " if "slices" in layout else ""
+    ahead = " pf" if layout.get("prefetch") else ""
+    return f"{slices}{layout['threads']}x{layout['chunks']} b{layout['block']}{'' if layout['vector'] else ' s'}{ahead}"
 
 
 def table(records: list[dict[str, Any]]) -> str:
@@ -367,13 +439,17 @@ def validate(todo: dict[int, list[Version]], problems: list[str]) -> tuple[list[
     for cols, versions in todo.items():
         size = W.size(rows=CHECK_ROWS, cols=cols)
         for v in versions:
+            big_rel = None
             try:
                 rel, wrong = check(v.bind, size, seed=cols + int(v.key[1:]))
+                if wrong is None and v.variant == "split":  # the kernel whose blocks combine partial maxima
+                    big_rel, wrong = check(v.bind, size, seed=cols + int(v.key[1:]) + 1, scale=BIG)
+                    wrong = wrong and f"x * {BIG}: {wrong}"
             except Exception as e:  # noqa: BLE001  (a compile or launch failure is a finding, not the end)
                 rel, wrong = None, f"{type(e).__name__}: {e}"
                 traceback.print_exc()
             checks.append({"version": v.key, "variant": v.variant, "size": dict(size), "max_rel_err": rel,
-                           "ok": wrong is None, "problem": wrong})
+                           "max_rel_err_big": big_rel, "ok": wrong is None, "problem": wrong})
             if wrong is None:
                 passed.add((v.key, cols))
             else:
@@ -409,8 +485,17 @@ def main(argv: list[str] | None = None) -> int:
 
     torch = torch_or_none()
     anchors = Anchors(torch, not args.no_compile) if torch is not None else None
-    print(f"   torch: {'torch ' + torch.__version__ if torch else 'not importable: no anchors'}", flush=True)
     records: list[dict[str, Any]] = []
+
+    def save() -> Path:
+        """The results so far, written again after each stage: a run cut short keeps what it measured."""
+        meta = make_meta(" ".join(["python3", *sys.argv]), ceiling_GBs=ceiling, ceiling_candidates=c.candidates,
+                         gbs_counts="one read + one write of x (8 bytes per element), for every version and anchor",
+                         checks=checks, targets=targets(records, ceiling), problems=problems,
+                         seconds=round(time.monotonic() - t0, 1), torch=torch.__version__ if torch else None)
+        return dump(meta, records, args.out_dir / "softmax_bench.json")
+
+    print(f"   torch: {'torch ' + torch.__version__ if torch else 'not importable: no anchors'}", flush=True)
     for rows, cols in SHAPES:
         size = W.size(rows=rows, cols=cols)
         timed = [v for v in todo[cols] if (v.key, cols) in passed]
@@ -420,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         if anchors is not None and anchors.allow_compile and not compile_now:
             problems.append(f"{size}: torch.compile skipped (past {COMPILE_BUDGET_S} s)")
         records += measure_shape("softmax_shape", size, timed, anchors, compile_now, args.reps, ceiling, problems)
+    save()
 
     print(f"4. sweep over cols at {SWEEP_BYTES >> 20} MiB of x ({time.monotonic() - t0:.0f} s)", flush=True)
     sweep_anchor = Anchors(torch, False) if torch is not None else None
@@ -428,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         timed = [v for v in todo[cols] if v.key in SWEEP_KEYS and (v.key, cols) in passed]
         records += measure_shape("softmax_sweep", size, timed, sweep_anchor, False, max(10, args.reps // 2), ceiling,
                                  problems)
+    save()
 
     if args.ncu:
         print(f"5. ncu ({time.monotonic() - t0:.0f} s)", flush=True)
@@ -437,11 +524,7 @@ def main(argv: list[str] | None = None) -> int:
             problems.append("ncu is not on PATH: no DRAM bytes")
 
     found = targets(records, ceiling)
-    meta = make_meta(" ".join(["python3", *sys.argv]), ceiling_GBs=ceiling, ceiling_candidates=c.candidates,
-                     gbs_counts="one read + one write of x (8 bytes per element), for every version and anchor",
-                     checks=checks, targets=found, problems=problems, seconds=round(time.monotonic() - t0, 1),
-                     torch=torch.__version__ if torch else None)
-    path = dump(meta, records, args.out_dir / "softmax_bench.json")
+    path = save()
     figures = []
     try:
         sys.path.insert(0, str(Path(__file__).parent))

@@ -4,8 +4,9 @@
 
   softmax_versions.png  GB/s of every version at each shape, the copy ceiling and torch.softmax beside
   softmax_vs_torch.png  torch.softmax's time over each registered variant's, per shape (> 1: faster than torch)
-  softmax_cols.png      GB/s against the row width at fixed bytes: fused, online, torch.softmax, the ceiling,
-                        and where fused stops fitting on chip
+  softmax_cols.png      GB/s against the row width at fixed bytes: fused, online, split, torch.softmax, the
+                        ceiling, where fused stops fitting on chip, and (the band along the bottom) which
+                        registered variant is fastest at each width
 Every GB/s counts one read and one write of x (8 bytes per element).
 """
 
@@ -20,8 +21,8 @@ from kernels_lab.profile.results import load
 from kernels_lab.workloads.softmax import FUSED_MAX_COLS
 
 COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "persistent": "#2ca02c",
-          "online": "#9467bd", "torch.softmax": "#333333", "torch.compile": "#999999"}
-REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online")
+          "online": "#9467bd", "split": "#17becf", "torch.softmax": "#333333", "torch.compile": "#999999"}
+REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online", "split")
 
 
 def _shapes(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -60,8 +61,10 @@ def versions(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) ->
         ax.set_ylabel("GB/s")
         _style(ax, f"{rows} x {cols}")
     _legend_for(axes[0, 0], [n for n in COLORS if any(r["variant"] == n for r in recs)], ceiling)
-    fig.suptitle("every version, one read + one write counted (x-hatched: wrong after timing)", fontsize=10, x=0.01,
-                 ha="left")
+    wrong = any(not r.get("correct", True) for r in recs)  # promise the hatching only where it is drawn
+    fig.suptitle("every version (v1..: the benchmark's kernels; softmax, compile: torch.softmax and torch.compile), "
+                 "one read + one write counted" + (" (x-hatched: wrong after timing)" if wrong else ""),
+                 fontsize=10, x=0.01, ha="left")
     _source_note(fig, meta)
     return _save(fig, path)
 
@@ -91,23 +94,41 @@ def vs_torch(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) ->
 def by_cols(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Path:
     recs = [r for r in records if r["kind"] == "softmax_sweep"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    names = [n for n in ("fused", "online", "torch.softmax") if any(r["variant"] == n for r in recs)]
+    names = [n for n in ("fused", "online", "split", "torch.softmax") if any(r["variant"] == n for r in recs)]
     for name in names:
-        mine = sorted((r for r in recs if r["variant"] == name), key=lambda r: r["size"]["cols"])
+        mine = sorted((r for r in recs if r["variant"] == name and r.get("correct", True)),
+                      key=lambda r: r["size"]["cols"])
         ax.plot([r["size"]["cols"] for r in mine], [r["GBs"] for r in mine], "o-", ms=4, color=COLORS[name])
     ceiling = meta.get("ceiling_GBs")
     if ceiling:
         ax.axhline(ceiling, color="black", ls="--", lw=1)
     ax.axvline(FUSED_MAX_COLS, color="gray", ls=":", lw=1)
+    # which registered variant is fastest at each width: a band along the bottom, one cell per width
+    for cols, winner in fastest_by_cols(recs).items():
+        ax.axvspan(cols / 2 ** 0.5, cols * 2 ** 0.5, ymin=0, ymax=0.04, color=COLORS[winner], lw=0)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("cols (row length, float32); rows = fixed bytes / row")
     ax.set_ylabel("GB/s (one read + one write)")
     total = recs[0]["n"] * 4 if recs else 0
     _style(ax, f"softmax by row width, {total / 2**20:.0f} MiB of x at every point")
+    ax.set_ylim(bottom=0)
     _legend_for(ax, names, ceiling, [(plt.Line2D([], [], color="gray", ls=":", lw=1),
-                                      f"fused's widest row on chip ({FUSED_MAX_COLS})")])
+                                      f"fused's widest row on chip ({FUSED_MAX_COLS})"),
+                                     (plt.Rectangle((0, 0), 1, 1, color="lightgray"),
+                                      "band: the fastest variant there")])
     _source_note(fig, meta)
     return _save(fig, path)
+
+
+def fastest_by_cols(recs: list[dict[str, Any]]) -> dict[int, str]:
+    """cols -> the registered variant with the shortest time there (anchors and wrong results left out)."""
+    best: dict[int, dict[str, Any]] = {}
+    for r in recs:
+        if r["variant"] in REGISTERED and r.get("correct", True):
+            c = r["size"]["cols"]
+            if c not in best or r["time_ms"] < best[c]["time_ms"]:
+                best[c] = r
+    return {c: best[c]["variant"] for c in sorted(best)}
 
 
 def render(results_path: str | Path, out_dir: str | Path) -> list[Path]:

@@ -13,8 +13,9 @@ from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.checks import check_variant, compare
 from kernels_lab.profile.trace import per_array, tracing
 from kernels_lab.reduce import block_md, warp_max, warp_md, warp_sum
-from kernels_lab.runtime import cuda
+from kernels_lab.runtime import ON_GPU, cuda
 from kernels_lab.workloads import softmax as sm
+from kernels_lab.workloads import softmax_split as sp
 from sources import submission
 
 W = get_workload("softmax")
@@ -65,10 +66,13 @@ def test_other_layouts_the_benchmark_compares(what, rows, cols, bind, rng):
 
 def test_inputs_have_rows_where_exp_overflows_without_the_max(rng):
     x = W.make_inputs(W.size(rows=7, cols=67), rng)["x"]
-    assert x[0].min() > 75 and x[3].max() < -75 and np.abs(x[1]).max() < 25  # near +100, -100, and ordinary
+    assert x[0].min() > 88.8 and x[1].max() < -104 and np.abs(x[2]).max() < 25  # near +100, -120, and ordinary
+    assert x[3].min() > 88.8 and x[6].max() < -104  # then every third row, alternately
     with np.errstate(over="ignore", invalid="ignore"):
         naive = np.exp(x[0]) / np.exp(x[0]).sum()
+        from_zero = np.exp(x[1]) / np.exp(x[1]).sum()  # a max started at 0 instead of -inf
     assert np.isnan(naive).all()  # exp(100) = inf in float32: inf / inf
+    assert np.isnan(from_zero).all()  # exp(-120) = 0 in float32: 0 / 0
     assert np.isfinite(W.reference({"x": x})["out"]).all()
 
 
@@ -139,7 +143,7 @@ def test_warp_and_block_reductions(rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cols", [1000, 1024, 4096, 32768, 50257])
+@pytest.mark.parametrize("cols", [1000, 1024, 4096, 32768, 32769, 50257, 131072])
 @pytest.mark.parametrize("variant", list(W.variants))
 def test_on_the_gpu_at_real_widths(variant, cols):
     # the simulator does not type-check: here every kernel is compiled and run at the widths that matter
@@ -150,9 +154,99 @@ def test_on_the_gpu_at_real_widths(variant, cols):
     assert result.ok, result.explain()
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [32769, 50257])
+def test_split_on_the_gpu_at_large_magnitudes_and_many_rows_per_group(cols, rng):
+    # rows near +-6400 (x * 64), and more rows than the persistent grid has groups: every group loops
+    shape = sp.split_shape(cols)
+    rows = 3 * sp.split_groups(shape, 10**6) + 1
+    launch, inputs, out = _split_run(rows, cols, shape, rng, scale=64.0)
+    launch()
+    launch()
+    cuda.synchronize()
+    assert launch.timed_out_at() is None
+    got = out["out"].copy_to_host()
+    for r0 in (0, rows // 2, rows - 4):
+        window = slice(r0, r0 + 4)
+        _, bad = compare("out", got[window], W.reference({"x": inputs["x"][window]})["out"], W.tolerance)
+        assert bad is None, (r0, bad)
+
+
 def test_every_variant_runs_through_the_ncu_child():
     from kernels_lab.profile.ncu import _child
     assert _child(["softmax", "rows=2,cols=5", *W.variants]) == 0
+
+
+# -- split: a row across k cooperating blocks (kernels_lab/workloads/softmax_split.py) ------------------
+# On the simulator the blocks of a split launch run side by side (sim_coresident.py): the waits are real.
+
+def _split_run(rows, cols, shape, rng, scale=1.0, limit_ns=sp.TIMEOUT_NS):
+    size = W.size(rows=rows, cols=cols)
+    inputs = W.make_inputs(size, rng)
+    inputs["x"] *= np.float32(scale)
+    out = poisoned(W.output_specs(size))
+    launch = sp.bind_split(to_device(inputs), out, shape=shape, limit_ns=limit_ns)
+    return launch, inputs, out
+
+
+@pytest.mark.skipif(ON_GPU, reason="simulator sizes; the GPU test below runs the real widths")
+@pytest.mark.parametrize("what,rows,cols,slices,scale", [
+    ("3 slices, odd width (rows straddle 16-byte vectors), one group of 3 blocks loops over 5 rows", 5, 301, 3, 1.0),
+    ("2 slices, 2 groups: 5 rows in 3 and 2 iterations (both slots per group)", 5, 1032, 2, 1.0),
+    ("4 slices, odd width, rows near +-6400: one element of a row ~1, the rest underflow", 3, 257, 4, 64.0),
+    ("2 slices, the last one shorter than the others", 3, 67, 2, 1.0),
+    ("2 slices, one chunk a thread, rows of 31 elements: most vectors shared with a neighbour row", 7, 31, 2, 1.0),
+])
+def test_split_matches_float64_with_real_waits(what, rows, cols, slices, scale, rng):
+    shape = sp.split_shape(cols, slices=slices)
+    launch, inputs, out = _split_run(rows, cols, shape, rng, scale)
+    assert launch.grid == shape.slices * min(rows, sp.resident_blocks(shape) // slices)
+    for _ in range(2):  # a second launch: the flags go on counting from where the first left them
+        with tracing() as trace:
+            launch()
+        _, bad = compare("out", out["out"].copy_to_host(), W.reference(inputs)["out"], W.tolerance)
+        assert bad is None, bad
+    x_bytes = 4 * rows * cols
+    traffic, plan = per_array(trace), sp.plan_split_for(W.size(rows=rows, cols=cols), shape).launches[0]
+    (traced,) = trace.launches
+    assert traced.kernel == plan.kernel and traced.grid[0] == plan.grid
+    # x once, out once; the exchange's writes exactly; its reads at least the plan's (a wait may poll again)
+    assert traced.bytes_written == plan.bytes_written and plan.bytes_read <= traced.bytes_read, traffic
+    assert (traffic["x"].bytes_read, traffic["x"].bytes_written, traffic["out"].bytes_written) == (x_bytes, 0, x_bytes)
+
+
+def test_split_layouts_by_width():
+    # slices of SLICE_FLOATS (4096 on a GPU); past WIDE_SLICES slices, blocks twice as large
+    f, t = sp.SLICE_FLOATS, sp.SLICE_THREADS
+    shapes = [sp.split_shape(c) for c in (4 * f, 4 * f + 1, 2 * sp.WIDE_SLICES * f)]
+    assert [(s.slices, s.threads, s.chunks) for s in shapes] == [(4, t, 8), (5, t, 8), (sp.WIDE_SLICES, 2 * t, 8)]
+    # an odd width: its rows straddle 16-byte boundaries, so a row touches one vector more than f / 4 per slice
+    assert shapes[0].slice_vectors(4 * f) == f // 4 and shapes[1].slice_vectors(4 * f + 1) * 5 >= f + 2
+    widest = sp.MAX_SLICES * sm.FUSED_MAX_COLS
+    assert sp.split_shape(widest) is not None and sp.split_shape(widest + 4) is None
+    assert "`online`" in sp.split_refusal(widest + 4)
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator's side-by-side limit")
+def test_split_refuses_a_row_whose_blocks_cannot_all_be_resident():
+    cols = (sp.SIM_RESIDENT_BLOCKS + 1) * sp.SLICE_FLOATS
+    why = W.variant("split").why_not(W.size(rows=2, cols=cols))
+    assert why is not None and f"needs {sp.SIM_RESIDENT_BLOCKS + 1} blocks" in why and "`online`" in why
+    x = cuda.to_device(np.ones((1, cols), np.float32))
+    with pytest.raises(ArgumentError, match="resident at once"):
+        W.variant("split").bind({"x": x}, {"out": cuda.device_array_like(x)})
+
+
+def test_a_split_wait_that_never_ends_is_an_error_not_a_hang(rng):
+    # block 1 of the row believes it has done 5 rows more than block 0: it waits for a flag block 0
+    # will not raise in this launch, and gives up after its time limit
+    shape = sp.split_shape(64, slices=2)
+    launch, _, _ = _split_run(1, 64, shape, rng, limit_ns=200_000_000)
+    launch.flags.copy_to_device(np.array([0, 5], np.int32))
+    with pytest.raises(sp.ExchangeTimeout, match="row 0 .*were all 2 blocks resident"):
+        launch()
+        cuda.synchronize()
+        launch()  # on a GPU the timeout is seen at the next call
 
 
 # -- the exercise ---------------------------------------------------------------------------------

@@ -23,7 +23,9 @@ exps, then every element scaled. The variants differ in where the row is between
 
 (plus a few bytes per row: the unfused kernels' row max and sum, read by every thread.)
 A row that does not fit in registers cannot be fused this way: `fused` refuses it and names
-`online`, which holds nothing but pays one more read of x.
+`online`, which holds nothing but pays one more read of x. A sixth variant, `split`
+(softmax_split.py), holds a long row in several blocks that exchange their (max, sum) through
+global memory: 8 bytes per element again, at any width up to 32 x 32768.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..arrays import ArgumentError, device_array
-from ..core import (Axis, Case, Exercise, KernelLaunch, Plan, Size, SpeedSpec, Tolerance, Variant, Workload,
-                    kernel_name, register)
+from ..core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, SpeedSpec, Tolerance, Variant,
+                    Workload, kernel_name, register)
 from ..intrinsics import load4, store4
 from ..reduce import LOWEST, block_max, block_md, block_sum, md_combine, warp_max, warp_sum
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, persistent_grid
@@ -65,22 +67,36 @@ def reference(inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def make_inputs(size: Size, rng: np.random.Generator) -> dict[str, Any]:
-    # Every row its own centre and spread (a kernel that mixes rows up shows); every third row,
-    # from row 0 on, sits near +100 or -100, where exp without the max subtracted over- or underflows.
+    # Every row its own centre and spread (a kernel that mixes rows up shows). Row 0 sits near +100 and
+    # row 1 near -120 (at every size with 2 rows: HARD_INPUTS), then every third row, alternately, with a
+    # spread small enough that exp(x) overflows float32 (past 88.7) or underflows it (below -104) at EVERY
+    # element of the row: without the max subtracted, or with a max started at 0, not -inf, the row is NaN.
     rows, cols = size.rows, size.cols
     centre = rng.uniform(-5.0, 5.0, (rows, 1))
-    big = np.arange(rows) % 3 == 0
-    centre[big, 0] = np.where(np.arange(big.sum()) % 2 == 0, 100.0, -100.0) + rng.uniform(-5, 5, big.sum())
+    big = (np.arange(rows) < 2) | (np.arange(rows) % 3 == 0)
+    centre[big, 0] = np.where(np.arange(big.sum()) % 2 == 0, 100.0, -120.0) + rng.uniform(-4, 4, big.sum())
     spread = rng.uniform(0.5, 3.0, (rows, 1)).astype(np.float32)
+    spread[big] = np.minimum(spread[big], 1)  # 6 sigma from the centre stays past the overflow or underflow
     x = rng.standard_normal((rows, cols), dtype=np.float32)  # float32 throughout: GPU sizes are GiBs
     x *= spread
     x += centre.astype(np.float32)
     return {"x": x}
 
 
+HARD_INPUTS = (
+    HardInput("row 0 near +100 and row 1 near -120: exp without the row max subtracted overflows on the first, "
+              "and a max that starts at 0 instead of -inf underflows on the second (every element)",
+              sizes=lambda s: s.rows >= 2,
+              present=lambda s, inputs: inputs["x"][0].min() > 88.8 and inputs["x"][1].max() < -104),
+    HardInput("a width that is a multiple of neither 32 nor 4: each row's tail past the last full warp and "
+              "the last 16-byte chunk", sizes=lambda s: s.cols % 32 != 0 and s.cols % 4 != 0),
+)
+
+
 def symmetric_inputs(size: Size, rng: np.random.Generator) -> dict[str, Any]:
-    # every row the same: a kernel that reads or writes the wrong row still passes
-    row = make_inputs(size.replace(rows=1), rng)["x"]
+    # every row the same: a kernel that reads or writes the wrong row still passes. The row is the -120 one
+    # (HARD_INPUTS), which both known numeric bugs fail: a probe easier than its twin would blame them on symmetry
+    row = make_inputs(size.replace(rows=2), rng)["x"][1:]
     return {"x": np.repeat(row, size.rows, axis=0)}
 
 
@@ -417,17 +433,23 @@ def shared_refusal(cols: int) -> str | None:
 
 # -- host side: argument checks, plans and launchers --------------------------------------------
 
-def _check(inputs, outputs) -> tuple[Any, Any, int, int]:
-    """The 2-D x and out, checked; and their shape."""
+def _check(inputs, outputs, vectors: bool | None = None) -> tuple[Any, Any, int, int]:
+    """The 2-D x and out, checked; and their shape. vectors: the kernel makes 16-byte accesses (by
+    default: when cols % 4 == 0), so both must start on a 16-byte boundary."""
     x = device_array("x", inputs["x"], np.float32, (None, None))
     rows, cols = x.shape
     out = device_array("out", outputs["out"], np.float32, (rows, cols))
-    if ON_GPU and cols % CHUNK == 0:
-        for name, a in (("x", x), ("out", out)):
-            if a.__cuda_array_interface__["data"][0] % 16:
-                raise ArgumentError(f"{name}: its device address is not 16-byte aligned (a view that starts "
-                                    f"inside a row?); the 16-byte accesses need a fresh array or a copy")
+    if cols % CHUNK == 0 if vectors is None else vectors:
+        require_aligned(x=x, out=out)
     return x, out, rows, cols
+
+
+def require_aligned(**arrays) -> None:
+    """Each device array starts on a 16-byte boundary (what 16-byte accesses need), or an error naming it."""
+    for name, a in arrays.items():
+        if ON_GPU and a.__cuda_array_interface__["data"][0] % 16:
+            raise ArgumentError(f"{name}: its device address is not 16-byte aligned (a view that starts "
+                                f"inside a row?); the 16-byte accesses need a fresh array or a copy")
 
 
 def _flat(a, rows: int, cols: int):
@@ -558,6 +580,7 @@ WORKLOAD = register(Workload(
     output_specs=output_specs,
     tolerance=Tolerance(rtol=1e-4, atol=1e-6),
     symmetric_inputs=symmetric_inputs,
+    hard_inputs=HARD_INPUTS,
 ))
 WORKLOAD.add(Variant("unfused", "unfused", "3 kernels, a block per row: row max; e = exp(x - max) and its sum "
                                            "(e to DRAM); e / sum", plan_unfused, bind_unfused))

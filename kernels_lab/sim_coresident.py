@@ -1,0 +1,102 @@
+"""On the simulator, kernels whose blocks wait for each other: their blocks run side by side.
+
+numba's simulator runs a grid one block after another, so a block that waits for a later block
+of the same launch waits forever: one block is resident at a time. A GPU kernel that exchanges
+data between blocks (softmax_split: the blocks of a row swap their partial max and sum through
+global memory) is only correct because all of its blocks are resident at once, which its
+launcher guarantees by sizing the grid. Here such a kernel is marked (`mark(kernel)`) and its
+launches start every block at once, each in its own thread, with shared memory of its own
+(numba keys a launch's shared arrays by source line only: fine one block at a time, aliased
+side by side). Every other kernel runs as before.
+
+The kernel code is the same on both back-ends; only the simulator's block scheduler changes.
+Fences stay no-ops (the simulator's memory is one coherent NumPy buffer), so what this checks
+is the protocol's logic (who waits for what, which slot holds which row), not its memory
+ordering: that is the GPU's job (tests/test_softmax.py runs it there at real widths).
+
+numba-cuda 0.30 internals touched here and nowhere else: kernel.BlockManager (its run() is
+called once per block inside FakeCUDAKernel.__call__) and kernelapi.FakeCUDAShared.array.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import traceback
+
+import numpy as np
+
+RESIDENT_BLOCKS = 4   # the most blocks a marked launch runs side by side (Python threads: keep it small)
+_MARK = "kernels_lab_coresident"
+
+
+def mark(kernel) -> None:
+    """Run this (simulated) kernel's blocks side by side from now on."""
+    install()
+    setattr(kernel.py_func, _MARK, True)
+
+
+def _marked(f) -> bool:
+    return getattr(f, _MARK, False)
+
+
+def install() -> None:
+    """Patch the simulator's block manager and shared arrays (idempotent; simulator only)."""
+    from numba.cuda.simulator import kernel, kernelapi
+    if getattr(kernel.BlockManager, _MARK, False):
+        return
+    plain = kernel.BlockManager
+
+    class BlockManager(plain):
+        """Runs a marked kernel's block in a thread; the grid's last block waits for all of them."""
+        _running: list = []  # (thread, errors) of the launch in progress: one simulated launch at a time
+
+        def run(self, grid_point, *args):
+            if not _marked(self._f):
+                return plain.run(self, grid_point, *args)
+            errors: list[BaseException] = []
+
+            def body():
+                try:
+                    plain.run(self, grid_point, *args)
+                except BaseException as e:  # noqa: BLE001  (re-raised on the launching thread)
+                    errors.append(e)
+            t = threading.Thread(target=body, daemon=True, name=f"block {tuple(grid_point)}")
+            t.start()
+            BlockManager._running.append((t, errors))
+            if tuple(grid_point) == tuple(d - 1 for d in self._grid_dim):  # the last block: join them all
+                running, BlockManager._running = BlockManager._running, []
+                for thread, _ in running:
+                    thread.join()
+                for _, errs in running:
+                    if errs:
+                        raise errs[0]
+
+    BlockManager.__name__ = "BlockManager"
+    setattr(BlockManager, _MARK, True)
+    kernel.BlockManager = BlockManager
+
+    shared_array = kernelapi.FakeCUDAShared.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:  # dynamic shared memory, or the simulator's own error
+            return shared_array(self, shape, dtype, alignment)
+        from numba.core import types
+        from numba.np import numpy_support
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        # numba's key, the caller's file and line (computed here: calling the original would make
+        # this function the caller of every allocation), and for a marked kernel its block too
+        key = traceback.extract_stack(sys._getframe())[-2][0:2]
+        manager = getattr(threading.current_thread(), "_manager", None)
+        if manager is not None and _marked(manager._f):
+            key = (key, tuple(threading.current_thread().blockIdx))
+        with lock:
+            found = self._allocations.get(key)
+            if found is None:
+                found = self._allocations[key] = np.empty(shape, dtype)
+        return found
+
+    array.kernels_lab_locked = True  # it takes runtime.py's place: one lock, so threads starting together share
+    kernelapi.FakeCUDAShared.array = array
