@@ -7,5 +7,8 @@ from . import elementwise  # noqa: F401
 from . import block_sums  # noqa: F401
 from . import quantize_group  # noqa: F401
 from . import softmax  # noqa: F401
+from . import softmax_split  # noqa: F401  (adds the `split` variant to softmax)
+from . import cross_entropy  # noqa: F401
 from . import layernorm  # noqa: F401
 from . import rnn  # noqa: F401
+from . import decode  # noqa: F401
