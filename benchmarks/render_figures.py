@@ -48,8 +48,22 @@ def _rnn(doc, out: Path, stem: str) -> list[Path]:
     return list(figures(doc, out, stem))
 
 
+def _decode(doc, out: Path, stem: str) -> list[Path]:
+    """benchmarks/decode_bench.py's records (kind decode): kernels_lab/demos/decode.py draws them."""
+    from kernels_lab.demos.decode import figures
+    return list(figures(doc, out, stem))
+
+
+def _layernorm(doc, out: Path, stem: str) -> list[Path]:
+    """benchmarks/layernorm_bench.py's records (kind layernorm): layernorm_plots.py draws them."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import layernorm_plots
+    return [layernorm_plots.by_shape(doc["records"], doc["meta"], out / f"{stem}_shapes.png")]
+
+
 # Results whose records the harness's plots.render does not draw, by record kind: who draws them.
-OTHER_RENDERERS = ((lambda kind: kind.startswith("softmax_"), _softmax), (lambda kind: kind.startswith("rnn"), _rnn))
+OTHER_RENDERERS = ((lambda kind: kind.startswith("softmax_"), _softmax), (lambda kind: kind.startswith("rnn"), _rnn),
+                   (lambda kind: kind == "decode", _decode), (lambda kind: kind == "layernorm", _layernorm))
 
 
 def render_file(path: Path, out: Path) -> list[Path]:

@@ -114,3 +114,141 @@ def test_pdl_timelines_mark_the_wrong_variants_and_title_what_is_drawn(drawn):
     wrong = [t for t in titles if t.startswith("WRONG")]
     assert len(wrong) == 2 and all("before the group ended" in t for t in wrong)
     assert "WRONG variant (kept to show why)" in _texts(drawn[0])
+
+
+# -- what a lesson says beside a figure, against what the figure draws ----------------------------------
+
+import colorsys  # noqa: E402
+import re  # noqa: E402
+
+LESSON_SOURCES = sorted((ROOT / "notebooks" / "lessons").glob("[0-9][0-9]_*.py"))
+IMAGE = re.compile(r"!\[[^\]]*\]\(\.\./figures/([\w.-]+\.png)\)")
+VERSION = re.compile(r"\bv(\d+)\b(?: to v(\d+)\b)?")
+COLOUR = re.compile(r"\b(dark red|grey|gray|red|blue|green|orange|purple)\b")
+
+
+def _markdown_cells(path):
+    """The markdown cells of a lesson source (Jupytext percent format), comment marks removed."""
+    cells, current = [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("# %%"):
+            current = [] if "[markdown]" in line else None
+            if current is not None:
+                cells.append(current)
+        elif current is not None:
+            current.append(line[2:] if line.startswith("# ") else line.lstrip("#"))
+    return ["\n".join(c) for c in cells]
+
+
+def _said_beside_figures():
+    """(lesson, figure, the markdown cell that shows it) for every cell that names a version or a colour."""
+    out = []
+    for path in LESSON_SOURCES:
+        for cell in _markdown_cells(path):
+            for name in IMAGE.findall(cell):
+                text = IMAGE.sub("", cell)
+                if VERSION.search(text) or COLOUR.search(text):
+                    out.append((path.stem, name, text))
+    return out
+
+
+def _versions(text):
+    """{"v2", "v3", ...}: single versions and ranges ("v3 to v7")."""
+    found = set()
+    for first, last in VERSION.findall(text):
+        found |= {f"v{k}" for k in range(int(first), int(last or first) + 1)}
+    return found
+
+
+def _colour_family(rgba):
+    r, g, b, a = rgba
+    if a == 0:
+        return set()
+    h, s, v = colorsys.rgb_to_hsv(r, g, b)
+    if s < 0.15:
+        return {"grey"} if 0.3 < v < 0.92 else set()
+    if h < 0.05 or h > 0.95:
+        return {"red", "dark red"} if v < 0.8 else {"red"}
+    return {name for name, lo, hi in (("orange", 0.05, 0.12), ("green", 0.2, 0.45), ("blue", 0.5, 0.7),
+                                      ("purple", 0.7, 0.85)) if lo <= h < hi}
+
+
+def _drawn(fig):
+    """The colour families and the tick labels a figure draws (its legends left out: they are checked apart)."""
+    from matplotlib.colors import to_rgba
+    colours, ticks = set(), set()
+    for ax in fig.axes:
+        for artist in ax.patches:
+            if artist.get_visible():
+                colours |= _colour_family(to_rgba(artist.get_facecolor()))
+        for line in ax.lines:
+            colours |= _colour_family(to_rgba(line.get_color()))
+        for coll in ax.collections:
+            for c in coll.get_facecolors():
+                colours |= _colour_family(tuple(c))
+        ticks |= {t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()}
+    return colours, ticks
+
+
+SAID = _said_beside_figures()
+
+
+@pytest.mark.parametrize("lesson,figure,text", SAID, ids=[f"{lesson}:{fig}" for lesson, fig, _ in SAID])
+def test_a_lesson_names_only_the_versions_and_colours_its_figure_draws(lesson, figure, text, tmp_path, monkeypatch):
+    import softmax_plots  # the softmax figures' module imports _save by name
+    figs = {}
+    keep = lambda fig, path, layout=True: figs.setdefault(Path(path).name, fig) and Path(path)  # noqa: E731
+    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(softmax_plots, "_save", keep)
+    results_file = max((p for p in FILES if figure.startswith(p.stem + "_")), key=lambda p: len(p.stem))
+    render_figures.render_file(results_file, tmp_path)
+    try:
+        colours, ticks = _drawn(figs[figure])
+    finally:
+        for f in figs.values():
+            plots.plt.close(f)
+    named = {"grey" if c == "gray" else c for c in COLOUR.findall(text)}
+    assert named <= colours, f"{lesson} names {sorted(named - colours)} beside {figure}, which draws {sorted(colours)}"
+    drawn_versions = _versions(" ".join(ticks))
+    if drawn_versions or _versions(text):
+        said = _versions(text)
+        assert said == drawn_versions, (f"{lesson} beside {figure}: versions drawn but not explained "
+                                        f"{sorted(drawn_versions - said)}, named but not drawn "
+                                        f"{sorted(said - drawn_versions)}")
+    for anchor in ("softmax", "compile"):
+        if anchor in ticks:
+            assert f"`{anchor}`" in text, f"{lesson} does not say what the {anchor!r} bars of {figure} are"
+
+
+# -- figures that read at a glance -----------------------------------------------------------------------
+
+def test_the_sweep_draws_a_model_line_per_variant_and_says_which_share_one(drawn):
+    doc = results.load(DATA / "profile_elementwise_h200.json")
+    plots.sweep_time([r for r in doc["records"] if r.get("kind") is None], doc["meta"], "unused")
+    ax = drawn[0].axes[0]
+    variants = {r["variant"] for r in doc["records"] if r.get("kind") is None}
+    models = [line for line in ax.lines if line.get_linestyle() not in ("None", "") and len(line.get_xdata()) > 2]
+    assert len(models) == len(variants) and len(set(plots.MODEL_DASHES)) >= len(variants)  # a dash each
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "persistent (1 launch), model = fused's" in legend
+    assert all(h.get_linestyle() not in ("None", "") for h in ax.get_legend().legend_handles[:len(variants)])
+
+
+def test_the_ladder_says_why_host_and_device_bars_are_equal(drawn):
+    records = results.load(DATA / "ladder_h200.json")["records"]
+    plots.ladder(records, {}, "unused")
+    text = _texts(drawn[0])
+    equal = [r for r in records if r["host_us_per_launch"] >= 0.1
+             and abs(r["device_us_per_boundary"] / r["host_us_per_launch"] - 1) < 0.02]
+    assert equal and text.count("(= host)") == len(equal)
+    assert "host-bound: the device spacing is the host's launch time" in text
+
+
+def test_the_timeline_legend_keeps_clear_of_the_source_note(drawn):
+    doc = results.load(DATA / "timeline_elementwise_h200.json")
+    meta = {**doc["meta"], "device": "numba CUDA simulator (no GPU: correctness, launches and bytes only; no timings)"}
+    plots.timeline_chart(doc["records"], meta, "unused")
+    fig = drawn[0]
+    fig.canvas.draw()
+    note = next(t for t in fig.texts if "simulator" in t.get_text()).get_window_extent()
+    assert not fig.legends[0].get_window_extent().overlaps(note)

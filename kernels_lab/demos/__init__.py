@@ -29,21 +29,3 @@ def demos() -> dict[str, Demo]:
     found.sort(key=lambda d: (d.order, d.name))
     return {d.name: d for d in found}
 
-
-def committed_results(name: str):
-    """figures/data/NAME of a source checkout (measured on a GPU), or None when not there."""
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[2] / "figures" / "data" / name
-    return path if path.exists() else None
-
-
-def show_committed(name: str, out_dir, stem: str) -> list:
-    """On the simulator: draw the committed GPU figures instead, and say so."""
-    from ..profile import plots, results
-    path = committed_results(name)
-    if path is None:
-        print(f"(no committed GPU results {name} here: run on a GPU to measure)")
-        return []
-    doc = results.load(path)
-    print(f"Timings come from the committed GPU run {path.name}: {doc['meta']['device']}, {doc['meta']['date'][:10]}.")
-    return plots.render(doc, out_dir, stem)

@@ -1,13 +1,17 @@
-"""What the workload demos share: the size they run at, their opening lines, the copy ceiling they
-narrate against, and the results table they print."""
+"""What the demos share: the size they run at, their opening lines, the copy ceiling they narrate
+against, the results table they print, and, on a machine without a GPU, the committed H200 run they
+show after their own small run (its numbers and figures, named as such)."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 from dataclasses import dataclass
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from ..core import Size, Workload
+from ..errors import UsageError
 from ..runtime import ON_GPU, device_facts, simulator_size_problem
 
 
@@ -16,18 +20,85 @@ def chosen_size(workload: Workload, args: argparse.Namespace) -> Size:
     minutes is refused, saying what to do instead."""
     size = workload.chosen_size(args.size, args.n)
     if (args.size or args.n is not None) and (problem := simulator_size_problem(size)) is not None:
-        raise ValueError(problem)
+        raise UsageError(problem)
     return size
 
 
-def opening(size: Size, note: str | None = None) -> None:
+FIGURES = Path(__file__).resolve().parents[2] / "figures"  # a source checkout's committed figures and results
+
+
+def heading(text: str) -> None:
+    """A part of a demo's output: what ran where, so a number is never taken for another machine's."""
+    print(f"\n== {text} ==")
+
+
+def opening(size: Size | None = None, note: str | None = None) -> None:
     """The back-end, why the size is what it is, and what the simulator cannot tell."""
     print(f"backend: {device_facts().describe()}")
     if note:
         print(note)
     if not ON_GPU:
-        print(f"On the CUDA simulator: a small size ({size}); timings are not available there, launches and "
-              f"bytes are.")
+        at = f" at a small size ({size})" if size is not None else ""
+        heading(f"Run here, on numba's CUDA simulator{at}: correctness, launches and bytes "
+                f"(timings are not available there)")
+
+
+def committed_results(name: str) -> Path | None:
+    """figures/data/NAME of a source checkout (measured on a GPU), or None when not there."""
+    path = FIGURES / "data" / name
+    return path if path.exists() else None
+
+
+def show_committed(name: str, numbers: Callable[[dict[str, Any]], str], out_dir: Path | None = None,
+                   stem: str = "") -> list[Path]:
+    """On a machine without a GPU: the committed GPU run's numbers (`numbers(results)`) and figures, under a
+    heading that names the results file and the day it was measured. A demo that draws nothing of its own
+    here gets the committed figures copied into out_dir (as STEM_WHAT.png); the others name them."""
+    path = committed_results(name)
+    if path is None:
+        print(f"\n(no committed GPU results figures/data/{name} in this installation: they come with a source "
+              f"checkout; run this demo on a GPU to measure)")
+        return []
+    from ..profile import results
+    doc = results.load(path)
+    meta = doc["meta"]
+    heading(f"Measured on {meta['device']} on {meta['date'][:10]}, not here: figures/data/{name} (committed)")
+    print(numbers(doc))
+    figures = sorted(FIGURES.glob(f"{path.stem}_*.png"))
+    if out_dir is None:
+        print("its figures: " + ", ".join(f"figures/{png.name}" for png in figures))
+        return figures
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    made = [Path(shutil.copyfile(png, Path(out_dir) / f"{stem}_{png.name[len(path.stem) + 1:]}")) for png in figures]
+    for png, copy in zip(figures, made):
+        print(f"wrote {copy} (the committed figure figures/{png.name})")
+    return made
+
+
+CHECK_ELEMENTS = 1 << 20  # a size every variant checks against float64 in about a second on a GPU
+
+
+def check_size(workload: Workload, size: Size) -> Size:
+    """`size` with its first axis cut (to an odd count) until it holds about CHECK_ELEMENTS elements;
+    the other axes, which choose the kernels' layouts, stay as they are."""
+    first = next(iter(size))
+    rest = size.elements // size[first]
+    cut = max(1, CHECK_ELEMENTS // max(rest, 1)) | 1
+    return size if cut >= size[first] else workload.size(**{**dict(size), first: cut})
+
+
+def checked_then_timed(workload: Workload, size: Size, reps: int) -> list[dict[str, Any]]:
+    """The demo's records. On a GPU every variant is first checked against float64 at check_size (the float64
+    reference of 2^28 elements and the checks at full size take most of a minute; the timing a second),
+    then timed at `size`. On the simulator: one run at `size`, checked and traced."""
+    from ..profile.measure import measure_workload
+    small = check_size(workload, size) if ON_GPU else size
+    if small == size:
+        return measure_workload(workload, size, reps=reps)
+    measure_workload(workload, small, reps=1)
+    print(f"every variant checked against float64 at {small} (fresh random inputs, poisoned outputs); "
+          f"timed below at {size}")
+    return measure_workload(workload, size, reps=reps, verify=False)
 
 
 def copy_ceiling(elements: int) -> float | None:

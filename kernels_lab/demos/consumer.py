@@ -9,14 +9,31 @@ import numpy as np
 from ..consumer import LaunchPerRequest, PersistentConsumer, default_protocol, reference
 from ..profile import plots, results
 from ..runtime import ON_GPU, device_facts
-from . import Demo, committed_results, show_committed
+from . import Demo
+from .common import opening, show_committed
 
-TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size for this demo
+TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size / --reps for this demo
+SIMULATOR_RESULTS = False  # the simulator draws the committed GPU results: no results file (the CLI refuses --json)
+
+
+def table(records: list[dict]) -> str:
+    """One row per mode and payload: the latency, measured with one producer thread, then the answers per
+    second measured with each number of producer threads."""
+    counts = sorted({r["producers"] for r in records})
+    head = f"  {'mode':<15}{'payload':>8}  {'p50 us':>7} {'p99 us':>7}   " + "".join(
+        f"{f'req/s, {k} prod.':>16}" for k in counts)
+    lines = [head, "  " + "-" * (len(head) - 2)]
+    for (mode, size) in dict.fromkeys((r["mode"], r["payload_bytes"]) for r in records):
+        rows = {r["producers"]: r for r in records if (r["mode"], r["payload_bytes"]) == (mode, size)}
+        one = rows[min(rows)]
+        lines.append(f"  {mode:<15}{size:>6} B  {one['p50_us']:7.1f} {one['p99_us']:7.1f}   " + "".join(
+            f"{rows[k]['throughput_rps']:>16,.0f}" if k in rows else f"{'-':>16}" for k in counts))
+    return "\n".join(lines + [f"  (latency with {min(counts)} producer thread; throughput with each count)"])
 
 
 def narrate(records: list[dict]) -> str:
     one = {(r["mode"], r["payload_bytes"]): r for r in records if r["producers"] == 1}
-    size = plots.middle_payload_bytes(records)
+    size = plots.headline_payload_bytes(records)  # the payload the README quotes
     mode = f"persistent-{default_protocol(size)}"  # what PersistentConsumer picks at this size
     other = "persistent-seq" if mode == "persistent-ll" else "persistent-ll"
     pers, launch, ideal = one[(mode, size)], one[("launch", size)], one[("ideal", size)]
@@ -25,19 +42,20 @@ def narrate(records: list[dict]) -> str:
     return (f"With a {size // 1024} KiB payload, a request answered by the resident kernel ({mode}) takes "
             f"{pers['p50_us']:.1f} us (p50; p99 {pers['p99_us']:.1f} us; {other}: {one[(other, size)]['p50_us']:.1f} us) "
             f"against {launch['p50_us']:.1f} us for one launch per request: {launch['p50_us'] / pers['p50_us']:.1f}x. "
-            f"A host write seen by the GPU and back (through the same API) is {ideal['p50_us']:.1f} us. "
+            f"A host write seen by the GPU and echoed back through the same API, the GPU doing nothing else "
+            f"({ideal['protocol']} protocol), is {ideal['p50_us']:.1f} us. "
             f"With {most} producer threads the consumer answers {tp[mode]:,.0f} requests/s, "
             f"{tp[mode] / tp['launch']:.1f}x one launch per request.")
 
 
 def run(args: argparse.Namespace) -> int:
-    print(f"backend: {device_facts().describe()}")
     if not ON_GPU:
+        opening()
         rng = np.random.default_rng(0)
         w = rng.standard_normal(64).astype(np.float32)
         payloads = [rng.standard_normal(64).astype(np.float32) for _ in range(4)]
         print("On the simulator the consumer kernel runs on a Python thread (a simulated launch blocks its caller), "
-              "with one block; timings are not available.")
+              "with one block.")
         with PersistentConsumer(w, slots=2, idle_timeout_s=30) as c:
             got = [c.request(p, timeout=30) for p in payloads]
         base = LaunchPerRequest(w)
@@ -45,21 +63,20 @@ def run(args: argparse.Namespace) -> int:
                  np.isclose(base(p)[0], reference(p, w), rtol=1e-4, atol=1e-4) for g, p in zip(got, payloads))
         print(f"{len(payloads)} requests through the persistent consumer and the one-launch baseline: "
               f"{'all correct' if ok else 'WRONG'}; consumer status {c.status()}")
-        made = show_committed("consumer_h200.json", args.out.parent, "consumer")
-        if (path := committed_results("consumer_h200.json")) is not None:
-            print(narrate(results.load(path)["records"]))
-        print("\n".join(f"wrote {m}" for m in made))
+        show_committed("consumer_h200.json", lambda doc: table(doc["records"]) + "\n" + narrate(doc["records"]),
+                       args.out, "consumer")
         return 0 if ok else 1
+    print(f"backend: {device_facts().describe()}")
     from ..profile.consumer_bench import measure_consumer
-    records = measure_consumer(payload_floats=(256, 1024, 4096), producers=(1, 4), requests=1000, seconds=0.3)
-    for r in records:
-        print(f"  {r['mode']:<14} {r['payload_bytes']:>6} B  {r['producers']} producer(s)  p50 {r['p50_us']:7.1f} us  "
-              f"p99 {r['p99_us']:7.1f} us  {r['throughput_rps']:>10,.0f} req/s")
+    # the README's payload (1 KiB = 256 floats) only: every mode's latency and throughput in a few seconds
+    records = measure_consumer(payload_floats=(plots.HEADLINE_PAYLOAD // 4,), producers=(1, 4), requests=1000,
+                               seconds=0.25)
+    print(table(records))
     print(narrate(records))
     meta = results.make_meta(args.command_line, None)
     results.dump(meta, records, args.json)
-    made = [plots.consumer_latency_cdf(records, meta, args.out),
-            plots.consumer_throughput(records, meta, args.out.with_name(args.out.stem + "_throughput.png"))]
+    made = [plots.consumer_latency_cdf(records, meta, args.figure),
+            plots.consumer_throughput(records, meta, args.figure.with_name(args.figure.stem + "_throughput.png"))]
     print(f"wrote {args.json}, " + ", ".join(map(str, made)))
     return 0
 

@@ -6,9 +6,11 @@ import argparse
 
 from ..profile import plots, results
 from ..runtime import ON_GPU, device_facts
-from . import Demo, committed_results, show_committed
+from . import Demo
+from .common import show_committed
 
-TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size for this demo
+TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size / --reps for this demo
+SIMULATOR_RESULTS = False  # the simulator draws the committed GPU results: no results file (the CLI refuses --json)
 
 
 def narrate(rungs: list[dict]) -> str:
@@ -20,27 +22,32 @@ def narrate(rungs: list[dict]) -> str:
     return (f"numba spends {numba4:.0f} us in Python per launch with 4 arrays; flattening the arguments once "
             f"brings it to {pre:.1f} us ({numba4 / pre:.1f}x). A CUDA graph replays a kernel boundary in "
             f"{graph:.2f} us, a persistent kernel crosses one with a grid sync in {step:.2f} us, and a fused kernel "
-            f"has none. When a kernel runs for less than ~{numba4:.0f} us, numba's dispatch, not the GPU, sets the pace.")
+            f"has none. When a kernel runs for less than ~{numba4:.0f} us, numba's dispatch, not the GPU, sets the "
+            f"pace: "
+            f"where host and device are equal above, the GPU ran each tiny kernel in far less time and then waited "
+            f"for the next launch, so the spacing it saw is the host's time per launch.")
+
+
+def rung_lines(rungs: list[dict]) -> str:
+    width = max(len(r["path"]) for r in rungs)
+    return "\n".join(f"  {r['path']:<{width}}  host {r['host_us_per_launch']:8.2f} us per launch   "
+                     f"device {r['device_us_per_boundary']:8.2f} us per boundary" for r in rungs)
 
 
 def run(args: argparse.Namespace) -> int:
     print(f"backend: {device_facts().describe()}")
-    out_dir = args.out.parent
     if not ON_GPU:
-        print("The simulator cannot time launches: it runs kernels as Python threads.")
-        made = show_committed("ladder_h200.json", out_dir, "launch")
-        if (path := committed_results("ladder_h200.json")) is not None:
-            print(narrate(results.load(path)["records"]))
-        print("\n".join(f"wrote {m}" for m in made))
+        print("Nothing runs here: the simulator cannot time launches (it runs kernels as Python threads).")
+        show_committed("ladder_h200.json", lambda doc: rung_lines(doc["records"]) + "\n" + narrate(doc["records"]),
+                       args.out, "launch")
         return 0
     from ..profile.launch_ladder import measure_ladder
     rungs = measure_ladder()
-    for r in rungs:
-        print(f"  {r['path']:<44} host {r['host_us_per_launch']:8.2f} us   device {r['device_us_per_boundary']:8.2f} us")
+    print(rung_lines(rungs))
     print(narrate(rungs))
     meta = results.make_meta(args.command_line, None)
     results.dump(meta, rungs, args.json)
-    print(f"wrote {args.json} and {plots.ladder(rungs, meta, args.out)}")
+    print(f"wrote {args.json} and {plots.ladder(rungs, meta, args.figure)}")
     return 0
 
 

@@ -10,7 +10,11 @@ from .. import pdl_rules
 from ..workloads import quantize_group as pdl
 from ..profile import plots, results
 from ..runtime import ON_GPU, device_facts
-from . import Demo, committed_results, show_committed
+from . import Demo
+from .common import heading, show_committed
+
+TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size / --reps for this demo
+SIMULATOR_RESULTS = False  # the simulator draws the committed GPU results: no results file (the CLI refuses --json)
 
 RULES = (
     "PDL lets a kernel launched with the attribute start before the kernel before it has finished. The trigger\n"
@@ -58,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
     for f in pdl_rules.findings(pdl.pdl_switches(4, "unordered")):
         print(f"    {f.kind}: {f.message}")
     if not ON_GPU:
-        print("On the simulator there is no timing, and PDL's instructions do nothing: the correct variants run "
-              "for their values, not their overlap.")
+        heading("Run here, on numba's CUDA simulator: the correct variants' values; no timings, and PDL's "
+                "instructions do nothing there (no overlap)")
         group = pdl.Group([7, 300, 45])
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
@@ -67,17 +71,15 @@ def run(args: argparse.Namespace) -> int:
         for message in sorted({str(w.message) for w in said}):
             print(f"  note: {message}")
         print("  the correct variants: " + ", ".join(f"{v}: {'right' if p is None else p}" for v, p in bad.items()))
-        made = show_committed("pdl_h200.json", args.out.parent, "pdl")
-        if (path := committed_results("pdl_h200.json")) is not None:
-            print(narrate(results.load(path)["records"]))
-        print("\n".join(f"wrote {m}" for m in made))
+        show_committed("pdl_h200.json", lambda doc: narrate(doc["records"]), args.out, "pdl")
         return 0 if all(p is None for p in bad.values()) else 1
     from ..profile.pdl_bench import measure_pdl
     records = measure_pdl(groups=(8, 32), classes=("tiny", "large"), reps=20)
     print(narrate(records))
     meta = results.make_meta(args.command_line, None)
     results.dump(meta, records, args.json)
-    made = [plots.pdl_timeline(records, meta, args.out), plots.pdl_summary(records, meta, args.out.with_name(args.out.stem + "_e2e.png"))]
+    made = [plots.pdl_timeline(records, meta, args.figure),
+            plots.pdl_summary(records, meta, args.figure.with_name(args.figure.stem + "_e2e.png"))]
     print(f"wrote {args.json}, " + ", ".join(map(str, made)))
     return 0
 

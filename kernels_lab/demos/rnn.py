@@ -16,8 +16,8 @@ from ..core import Size, get_workload
 from ..profile import plots, results
 from ..profile.measure import measure_workload
 from ..runtime import ON_GPU
-from . import Demo, committed_results
-from .common import Column, chosen_size, opening, results_table, workload_columns
+from . import Demo
+from .common import Column, chosen_size, opening, results_table, show_committed, workload_columns
 
 COMMITTED = "rnn_h200.json"
 
@@ -53,8 +53,22 @@ def narrate(records: Sequence[dict[str, Any]], size: Size, refused: dict[str, st
                   f"({base / r['us_per_step']:.1f}x fused)" for r in records]
     else:
         lines.append("The simulator cannot time kernels; the bytes above were traced element by element and match "
-                     "the plan. Run on a GPU for the timings.")
+                     "the plan.")
     return "\n".join(lines)
+
+
+def benchmark_table(doc: dict[str, Any]) -> str:
+    """benchmarks/rnn_bench.py's results: us per step of every variant and anchor at each hidden size and
+    batch (the medians its figure draws)."""
+    recs = [r for r in doc["records"] if r.get("us_per_step") is not None and r.get("version") is None]
+    configs = list(dict.fromkeys((r["size"]["hidden"], r["size"]["batch"]) for r in recs))
+    steps = sorted({r["size"]["steps"] for r in recs})
+    lines = [f"us per step (median; {', '.join(map(str, steps))} steps a run); columns: hidden / batch",
+             f"  {'variant':<22}" + "".join(f"{f'{h} / {b}':>12}" for h, b in configs)]
+    for name in dict.fromkeys(r["variant"] for r in recs):
+        at = {(r["size"]["hidden"], r["size"]["batch"]): r["us_per_step"] for r in recs if r["variant"] == name}
+        lines.append(f"  {name:<22}" + "".join(f"{at[c]:>12.2f}" if c in at else f"{'-':>12}" for c in configs))
+    return "\n".join(lines + ["  (-: not run at that size)"])
 
 
 # -- the benchmark's figures ----------------------------------------------------------------------
@@ -142,15 +156,9 @@ def run(args: argparse.Namespace) -> int:
     print(narrate(records, size, refused))
     meta = results.make_meta(args.command_line, None)
     json_path = results.dump(meta, records, args.json)
-    print(f"\nwrote {json_path} and {plots.variant_bars(records, meta, args.out)}")
-    if not ON_GPU and (path := committed_results(COMMITTED)) is not None:
-        doc = results.load(path)
-        print(f"\nTimings from the committed GPU run {path.name} ({doc['meta']['device']}, "
-              f"{doc['meta']['date'][:10]}):")
-        for made in figures(doc, args.out.parent):
-            print(f"wrote {made}")
-    elif not ON_GPU:
-        print(f"(no committed GPU results {COMMITTED} here: run benchmarks/rnn_bench.py on a GPU to measure)")
+    print(f"\nwrote {json_path} and {plots.variant_bars(records, meta, args.figure)}")
+    if not ON_GPU:
+        show_committed(COMMITTED, benchmark_table)
     return 0
 
 

@@ -6,10 +6,9 @@ import argparse
 
 from ..core import Size, get_workload
 from ..profile import plots, results
-from ..profile.measure import measure_workload
 from ..runtime import ON_GPU
-from . import Demo, show_committed
-from .common import TIMED_COLUMNS, chosen_size, copy_ceiling, opening, results_table
+from . import Demo
+from .common import TIMED_COLUMNS, checked_then_timed, chosen_size, copy_ceiling, opening, results_table, show_committed
 
 USEFUL_BYTES = 8  # per element: x read once, out written once, what every variant's GB/s is counted on
 
@@ -35,8 +34,26 @@ def narrate(records: list[dict], size: Size, refused: dict[str, str], ceiling: f
             lines.append(f"  {r['variant']:<13} {useful:6.0f} GB/s of useful traffic (one read + one write){share}")
     else:
         lines.append("The simulator cannot time kernels; the bytes above were traced element by element and match "
-                     "the plan. Run on a GPU for the timings.")
+                     "the plan.")
     return "\n".join(lines)
+
+
+def benchmark_table(doc: dict) -> str:
+    """benchmarks/softmax_bench.py's results: each registered variant and torch.softmax at every shape, in GB/s
+    of useful traffic (one read + one write), as a share of the copy ceiling, and against torch."""
+    ceiling = doc["meta"]["ceiling_GBs"]
+    recs = [r for r in doc["records"] if r.get("kind") == "softmax_shape"
+            and (r.get("registered") or r["variant"] == "torch.softmax")]
+    names = list(dict.fromkeys(r["variant"] for r in recs))
+    lines = [f"GB/s of useful traffic (x read once, out written once), share of the {ceiling:.0f} GB/s copy ceiling "
+             f"measured in the same run, and time against torch.softmax (above 1x: faster):",
+             f"  {'rows x cols':<14}" + "".join(f"{n:>20}" for n in names)]
+    for rows, cols in dict.fromkeys((r["size"]["rows"], r["size"]["cols"]) for r in recs):
+        at = {r["variant"]: r for r in recs if (r["size"]["rows"], r["size"]["cols"]) == (rows, cols)}
+        cells = [f"{at[n]['GBs']:5.0f} {at[n]['of_ceiling']:4.0%} {at[n]['vs_torch']:5.2f}x" if n in at else "-"
+                 for n in names]
+        lines.append(f"  {f'{rows} x {cols}':<14}" + "".join(f"{c:>20}" for c in cells))
+    return "\n".join(lines + ["  (-: the variant does not run that shape)"])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,17 +62,16 @@ def run(args: argparse.Namespace) -> int:
     opening(size)
     ceiling = copy_ceiling(size.elements)
     refused = {v.name: why for v in workload.variants.values() if (why := v.why_not(size)) is not None}
-    records = measure_workload(workload, size, reps=args.reps)
+    records = checked_then_timed(workload, size, args.reps)
     print(results_table(records, TIMED_COLUMNS))
     print()
     print(narrate(records, size, refused, ceiling))
     meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)
     json_path = results.dump(meta, records, args.json)
-    png = plots.variant_bars(records, meta, args.out)
+    png = plots.variant_bars(records, meta, args.figure)
     print(f"\nwrote {json_path} and {png}")
     if not ON_GPU:
-        for made in show_committed("softmax_h200.json", args.out.parent, "softmax"):
-            print(f"wrote {made}")
+        show_committed("softmax_h200.json", benchmark_table)
     return 0
 
 

@@ -85,7 +85,7 @@ def sweep_fit(data: Path = DATA) -> dict[str, Any]:
             "within_pct": 5 * math.ceil(max(errors) * 100 / 5), "mean_pct": 100 * statistics.mean(errors)}
 
 
-# -- the launch ladder (ladder_h200.json, `kernels-lab profile launch`) -------------------------
+# -- the launch ladder (ladder_h200.json, `kernels-lab bench launch`) ---------------------------
 
 LADDER = "ladder_h200.json"
 
@@ -116,7 +116,7 @@ def consumer(data: Path = DATA, payload: int = HEADLINE_PAYLOAD) -> dict[str, An
             "rps": rps[mode], "launch_rps": rps["launch"], "rps_ratio": rps[mode] / rps["launch"]}
 
 
-# -- the PDL study (pdl_h200.json, `kernels-lab profile pdl`) ----------------------------------
+# -- the PDL study (pdl_h200.json, `kernels-lab bench pdl`) ------------------------------------
 
 PDL = "pdl_h200.json"
 PDL_ORDER = ("plain", "pdl", "graph", "graph_pdl", "grouped")
@@ -168,7 +168,8 @@ def measured_table(data: Path = DATA) -> str:
         ("CUDA graph replay, device us per kernel boundary", f"{graph:.2f} us"),
         ("persistent kernel, one grid-sync step", f"{step:.2f} us"),
         (f"persistent consumer round trip ({c['mode']}), {kib} payload, p50 / p99 (the GPU's own share "
-         f"{c['gpu_us']:.2f} us)", f"{c['p50']:.2f} / {c['p99']:.2f} us"),
+         f"{c['gpu_us']:.2f} us; `{CONSUMER}`: the breakdown figure below is a run of its own)",
+         f"{c['p50']:.2f} / {c['p99']:.2f} us"),
         ("one launch per request, same job, p50 / p99", f"{c['launch_p50']:.1f} / {c['launch_p99']:.1f} us "
                                                         f"({c['speedup']:.1f}x the consumer)"),
         ("the bare protocol (host writes, GPU answers, host sees it), p50 / p99",
@@ -212,7 +213,8 @@ def consumer_caption(data: Path = DATA) -> str:
     job, raw = polls["api job"], polls["raw echo"]
     protocol = c["mode"].removeprefix("persistent-")
     return (f"*A {c['payload'] // 1024} KiB request through the consumer's API ({protocol} protocol, one producer): "
-            f"{job['p50_us']:.2f} us at the median, of which the GPU's own work is {job['gpu_us_p50']:.2f} us; "
+            f"{job['p50_us']:.2f} us at the median in this figure's run ({c['p50']:.2f} us in the latency run of the "
+            f"table above), of which the GPU's own work is {job['gpu_us_p50']:.2f} us; "
             f"the rest is the host's code and PCIe both ways (the bare protocol alone: {raw['p50_us']:.2f} us). "
             f"One launch per request takes {c['launch_p50']:.1f} us (`figures/data/{POLLS}`, "
             f"`figures/data/{CONSUMER}`).*")

@@ -24,6 +24,7 @@ PATTERN_COLORS = {"unfused": "#d62728", "fused": "#1f77b4", "persistent": "#2ca0
 READ, WRITE = "#4c72b0", "#dd8452"
 WRONG = "#b2182b"
 NEIGHBOUR = "#7f7f7f"  # the producer and consumer around the PDL group
+MODEL_DASHES = ("-", (0, (5, 3)), (0, (1, 2)), (0, (6, 2, 1, 2)))  # a model line per variant, told apart
 HEADLINE_PAYLOAD = 1024  # bytes: the consumer payload the README quotes, drawn in the latency figure
 
 
@@ -93,7 +94,7 @@ def variant_bars(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
                                   xytext=(0, 2), textcoords="offset points")
     handles = [Patch(color=READ, label="read"), Patch(color=WRITE, label="write")]
     if measured:
-        handles += [Patch(facecolor="white", edgecolor="gray", hatch="///", label="plan (model)"),
+        handles += [Patch(facecolor="gray", alpha=0.45, edgecolor="white", hatch="///", label="plan (model)"),
                     Patch(facecolor="gray", label=measured[0])]
     else:
         handles += [Patch(facecolor="white", edgecolor="white", label="plan (model); no measured bytes in this run")]
@@ -122,6 +123,11 @@ def variant_bars(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
                                   label=f"planned bytes at the copy ceiling ({ceiling:.0f} GB/s)"))
         ax_t.set_ylim(0, max(times) * 1.18)
         ax_t.legend(handles=handles, fontsize=7, loc="upper right")
+        if ceiling and any((r.get("GBs") or 0) > ceiling for r in recs):
+            ax_t.annotate("above 100%: GB/s counts the planned bytes, and L2 keeps some of them from DRAM (the last\n"
+                          "writes, intermediates read back: Nsight Compute counts fewer DRAM bytes than planned);\n"
+                          "the ceiling is a measured copy kernel, not the hardware's peak",
+                          (0, -0.2), xycoords="axes fraction", va="top", fontsize=6.5, color="dimgray")
         ax_t.set_ylabel("device time, median (ms)")
         _style(ax_t, f"time per variant ({'cold' if meta.get('cold_l2', True) else 'warm'} L2; "
                      f"labels: planned bytes / time)")
@@ -166,14 +172,23 @@ def sweep_time(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: st
     axis, unit = _axis(meta)
     fig, ax = plt.subplots(figsize=(7.5, 5))
     groups = _by_variant(records, axis)
+    handles, models = [], {}
     for k, (name, recs) in enumerate(groups.items()):
-        color = plt.cm.tab10(k)
+        color, dash = plt.cm.tab10(k), MODEL_DASHES[k % len(MODEL_DASHES)]
         xs = [_x(r, axis) for r in recs]
         t = [r["time_ms"] for r in recs]
         err = [[r["time_ms"] - r["time_ms_q1"] for r in recs], [r["time_ms_q3"] - r["time_ms"] for r in recs]]
-        ax.errorbar(xs, t, yerr=err, fmt="o", ms=4, color=color, label=f"{name} ({recs[0]['launches']} launch)")
+        ax.errorbar(xs, t, yerr=err, fmt="o", ms=4, color=color)
+        label = f"{name} ({recs[0]['launches']} launch{'es' if recs[0]['launches'] > 1 else ''})"
         if all("time_ms_model" in r for r in recs):
-            ax.plot(xs, [r["time_ms_model"] for r in recs], "-", color=color, alpha=0.6, lw=1.2)
+            model = [r["time_ms_model"] for r in recs]
+            ax.plot(xs, model, ls=dash, color=color, alpha=0.8, lw=1.4)
+            # variants with the same launches and bytes have the same model: their dashes interleave
+            same = next((other for other, (x0, m0) in models.items() if x0 == xs and np.allclose(m0, model)), None)
+            label += f", model = {same}'s" if same else ""
+            models[name] = (xs, model)
+        handles.append(Line2D([], [], color=color, marker="o", ms=4, ls=dash if name in models else "",
+                              label=label))
     # L2 holds the working set (inputs + output of a one-kernel variant) up to this size
     single = next((recs for recs in groups.values() if recs[0]["launches"] == 1), None)
     _l2_marker(ax, meta, single[0]["bytes_model"] / _x(single[0], axis) if single else None)
@@ -182,10 +197,9 @@ def sweep_time(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: st
     ax.set_xlabel(f"{axis} ({unit})")
     ax.set_ylabel("median device time (ms)")
     fit = next((r for r in records if "model_launch_us" in r), None)
-    handles, _ = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], marker="o", ls="", color="gray", label="measured median (quartile bars)")]
+    handles += [Line2D([], [], marker="o", ls="", color="black", label="points: measured median (quartile bars)")]
     if fit:
-        handles.append(Line2D([], [], color="gray", label="model"))
+        handles.append(Line2D([], [], color="black", ls="--", label="lines: the model, in each variant's colour"))
         latency = (f", DRAM latency {fit['model_latency_ns']:.0f} ns (Little's law)"
                    if fit.get("model_latency_ns") else "")
         ax.text(0.99, 0.02, f"model: bandwidth <= copy ceiling{latency},\n"
@@ -222,16 +236,24 @@ def ladder(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | 
     """Host us per launch and device us per boundary, per launch path (log scale). Values below the
     axis floor are written at the axis, not drawn as stubs."""
     rungs = [r for r in records if r.get("kind") == "launch"]
-    fig, ax = plt.subplots(figsize=(9.5, 0.62 * len(rungs) + 1.6))
+    fig, ax = plt.subplots(figsize=(9.5, 0.62 * len(rungs) + 2.4))
     floor = 0.1  # us: the axis starts here; smaller values are written, not drawn
     biggest = max([r["host_us_per_launch"] for r in rungs] + [r["device_us_per_boundary"] for r in rungs] + [1])
+    host_bound = False
     for y, r in enumerate(rungs):
+        # the GPU runs each tiny kernel in far less than the host takes to launch the next: it waits, and
+        # the spacing it sees between kernels is the host's time per launch
+        waits = (r["host_us_per_launch"] >= floor
+                 and abs(r["device_us_per_boundary"] / r["host_us_per_launch"] - 1) < 0.02)
+        host_bound |= waits
         for dy, key, color in ((-0.2, "host_us_per_launch", READ), (0.2, "device_us_per_boundary", WRITE)):
             v = r[key]
             if v >= floor:
-                ax.barh(y + dy, v - floor, 0.38, left=floor, color=color)
-                ax.annotate(f"{v:.2f} us", (v, y + dy), xytext=(3, 0), textcoords="offset points", va="center",
-                            fontsize=7)
+                ax.barh(y + dy, v - floor, 0.38, left=floor, color=color, hatch="..." if waits and dy > 0 else None,
+                        edgecolor="white" if waits and dy > 0 else None, lw=0)
+                note = " (= host)" if waits and dy > 0 else ""
+                ax.annotate(f"{v:.2f} us{note}", (v, y + dy), xytext=(3, 0), textcoords="offset points",
+                            va="center", fontsize=7)
             else:
                 text = "none" if v == 0 else f"{v:.3f} us"
                 ax.annotate(f"{text} (below the axis)", (floor, y + dy), xytext=(3, 0), textcoords="offset points",
@@ -241,8 +263,13 @@ def ladder(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | 
     ax.set_xscale("log")
     ax.set_xlim(floor, biggest * 3)
     ax.set_xlabel("microseconds (log)")
-    ax.legend(handles=[Patch(color=READ, label="host us per launch (Python and driver)"),
-                       Patch(color=WRITE, label="device us per kernel boundary")], fontsize=8, loc="lower right")
+    handles = [Patch(color=READ, label="host us per launch (Python and driver)"),
+               Patch(color=WRITE, label="device us per kernel boundary (CUDA events over the launches)")]
+    if host_bound:
+        handles.append(Patch(facecolor=WRITE, edgecolor="white", hatch="...",
+                             label="host-bound: the device spacing is the host's launch time"))
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.1), frameon=False)
+    # below the axes: the bars of the last rungs reach the lower right
     _style(ax, "what one kernel boundary costs")
     _source_note(fig, meta)
     return _save(fig, path)
@@ -315,12 +342,12 @@ def consumer_breakdown(records: Sequence[dict[str, Any]], meta: dict[str, Any], 
     """Where a round trip goes: p50 per queue protocol and mode, the GPU's own share marked."""
     recs = [r for r in records if r.get("kind") == "consumer_poll"]
     payloads = sorted({r.get("payload_bytes", 0) for r in recs})
-    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.45 * len(recs)))
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.45 * len(recs)))
     for row, r in enumerate(recs):
         gpu = r.get("gpu_us_p50") or 0.0
         ax.barh(row, gpu, color=PATTERN_COLORS["persistent"])
         ax.barh(row, r["p50_us"] - gpu, left=gpu, color="#c7c7c7")
-        ax.text(r["p50_us"], row, f" {r['p50_us']:.1f} us (p99 {r['p99_us']:.1f})", va="center", fontsize=7)
+        ax.text(r["p50_us"], row, f" {r['p50_us']:.2f} us (p99 {r['p99_us']:.2f})", va="center", fontsize=7)
     ax.set_yticks(range(len(recs)), [f"{r['protocol']}: {r['mode']}" for r in recs], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("median round trip (us)")
@@ -330,7 +357,8 @@ def consumer_breakdown(records: Sequence[dict[str, Any]], meta: dict[str, Any], 
               fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2,
               frameon=False)  # below the axes: the bars' labels need the space on the right
     payload = ", ".join(_bytes(p) for p in payloads if p) or "?"
-    _style(ax, f"persistent consumer: where a round trip goes ({payload} payload, one producer)")
+    _style(ax, f"persistent consumer: where a round trip goes ({payload} payload, one producer)\n"
+               f"(a run of its own: a latency table from another run differs by run-to-run noise)")
     _source_note(fig, meta)
     return _save(fig, path)
 
@@ -361,11 +389,10 @@ def timeline_chart(records: Sequence[dict[str, Any]], meta: dict[str, Any], path
     axes[-1, 0].set_xlabel(f"time since the first launch started (us, {src})")
     fig.suptitle(f"{recs[0]['workload']} at {size_label(recs[0])}: one row per launch" if recs else "", fontsize=10)
     _source_note(fig, meta)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))  # room below for the legend
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))  # room above for the legend, below for the source note
     patterns = list(dict.fromkeys(r.get("pattern", "fused") for r in recs))
-    fig.legend(handles=[Patch(color=PATTERN_COLORS.get(p, "gray"), label=p) for p in patterns], title="pattern",
-               fontsize=7, title_fontsize=7, loc="lower center", ncol=len(patterns), frameon=False,
-               bbox_to_anchor=(0.5, 0.0))
+    fig.legend(handles=[Patch(color=PATTERN_COLORS.get(p, "gray"), label=p) for p in patterns],
+               fontsize=7, loc="upper right", ncol=len(patterns), frameon=False, bbox_to_anchor=(1.0, 1.0))
     return _save(fig, path, layout=False)
 
 

@@ -97,7 +97,8 @@ def sweep(workload: Workload, sizes: Sequence[Size], *, json_path: str | Path, c
                              sweep_axis=axis, sweep_unit=workload.axis(axis).unit, **(extra_meta or {}))
     records: list[dict[str, Any]] = []
     for size in progress(sizes, f"sweep {workload.name}", name=str):
-        records += measure_workload(workload, size, variants, reps=reps, flush=flush, show_progress=False)
+        # a bar of its own per size, variant by variant: one large size may take most of the sweep
+        records += measure_workload(workload, size, variants, reps=reps, flush=flush)
         add_model(records, ceiling_GBs)
         results.dump(meta, records, json_path)
     return records

@@ -41,8 +41,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..arrays import ArgumentError, device_array
-from ..core import (Axis, Case, Exercise, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name,
-                    register)
+from ..core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, Tolerance, Variant, Workload,
+                    kernel_name, register)
 from ..intrinsics import load_acquire_sys
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view, require_coresident
 
@@ -73,6 +73,20 @@ def make_inputs(size: Size, rng: np.random.Generator) -> dict[str, Any]:
     W = (rng.uniform(-1.0, 1.0, (H, H)) * _scale(H)).astype(np.float32)
     u = (rng.standard_normal((size.steps, size.batch, H)) * 0.8).astype(np.float32)
     return {"W": W, "u": u}
+
+
+def _distinct_sequences(size: Size, inputs: Mapping[str, Any]) -> bool:
+    u = inputs["u"]
+    return all(not np.array_equal(u[:, 0], u[:, b]) for b in range(1, size.batch))
+
+
+HARD_INPUTS = (
+    HardInput("a batch of 2 or more distinct sequences: a kernel that steps batch row 0 only, or mixes rows up",
+              sizes=lambda s: s.batch >= 2, present=_distinct_sequences),
+    HardInput("2 or more steps: step t reads h[t-1], which the launch before wrote", sizes=lambda s: s.steps >= 2),
+    HardInput("a hidden size that is not a multiple of 32: the last rows of W past the last full warp",
+              sizes=lambda s: s.hidden % 32 != 0),
+)
 
 
 def symmetric_inputs(size: Size, rng: np.random.Generator) -> dict[str, Any]:
@@ -434,8 +448,8 @@ def persistent_limit(size: Size, tiling: Tiling | None = None) -> str | None:
     while largest > 1 and not make_layout(largest, size.batch, tiling, blocks).fits:
         largest -= 1
     need, have = F32 * lay.rows * size.hidden, F32 * tiling.threads * tiling.w_registers
-    where = f"{device_facts().sm_count} SMs x {tiling.blocks_per_sm}" if ON_GPU else "the simulator's 1"
-    return (f"hidden={size.hidden}: each of {lay.blocks} blocks ({where} block(s)) must hold {lay.rows} rows of W "
+    per_sm = f" ({device_facts().sm_count} SMs x {tiling.blocks_per_sm} per SM)" if ON_GPU else ""
+    return (f"hidden={size.hidden}: each of {lay.blocks} blocks{per_sm} must hold {lay.rows} rows of W "
             f"on chip: {need:,} bytes, {lay.w_registers} registers per thread; the registers hold {have:,} bytes "
             f"per block ({tiling.threads} threads x {tiling.w_registers} registers). The largest hidden that fits "
             f"is {largest}. Use the 'graph' or 'fused' variant, which read W from memory every step.")
@@ -744,6 +758,7 @@ WORKLOAD = register(Workload(
     output_specs=output_specs,
     tolerance=Tolerance(rtol=1e-4, atol=1e-5),
     symmetric_inputs=symmetric_inputs,
+    hard_inputs=HARD_INPUTS,
 ))
 WORKLOAD.add(Variant("unfused", "unfused", "per step: a matvec kernel writes W h + u to memory, a tanh kernel "
                      "reads it; W read every step", plan_unfused, bind_unfused, limit=limit_per_step))

@@ -30,7 +30,7 @@ print(text)
 # Python starts (the choice is made when kernels_lab is imported).
 #
 # ## The demos an instructor runs
-# Each prints a narration and writes a figure (`kernels-lab demo NAME --out figs/x.png`).
+# Each prints a narration and writes a figure (`kernels-lab demo NAME --out figs/`).
 
 # %%
 from kernels_lab.demos import demos

@@ -110,9 +110,13 @@ for name, r in big.items():
           f"   {r['time_ms']*1e3:7.1f} us   {r['GBs']:6.0f} GB/s")
 print("copy ceiling in that run:", round(sweep["meta"]["ceiling_GBs"]), "GB/s")
 
-# %%
-from IPython.display import Image
-Image(filename=str(lessons.DATA.parent / "elementwise_h200_bytes.png"))
+# %% [markdown]
+# ![bytes and time per variant on the H200](../figures/elementwise_h200_bytes.png)
+#
+# The labels divide the planned bytes by the time, so a kernel can reach a little more than 100% of the
+# copy ceiling: L2 keeps part of the planned traffic from DRAM (the last writes of a kernel, an
+# intermediate read back soon after it was written: Nsight Compute's bytes above are below the plan), and
+# the ceiling is itself a measured copy kernel, not the hardware's peak.
 
 # %% [markdown]
 # Why is `fused_naive` slower than `fused` when both move 12 bytes per element? Each thread of the naive

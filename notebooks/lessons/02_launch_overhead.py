@@ -24,11 +24,14 @@ else:
 for r in rungs:
     print(f"{r['path']:<44} host {r['host_us_per_launch']:7.2f} us/launch   device {r['device_us_per_boundary']:6.2f} us/boundary")
 
-# %%
-from IPython.display import Image
-Image(filename=str(lessons.DATA.parent / "ladder_h200_ladder.png"))
-
 # %% [markdown]
+# ![what one kernel boundary costs, launch path by launch path](../figures/ladder_h200_ladder.png)
+#
+# Where a row's two bars are equal (the device bar dotted), the launches came slower than the GPU ran
+# them: it finished each tiny kernel in far less time and waited for the next launch, so the spacing it
+# saw between kernels is the host's time per launch. Only the graph and the persistent kernel, which
+# take the host out of each boundary, show what a boundary costs the GPU itself.
+#
 # numba re-types and re-flattens every argument on every call (each array is 7 kernel parameters).
 # How much of a launch that is, from the rungs above:
 
@@ -75,8 +78,11 @@ print(lessons.expect("pre-bound vs numba", prebound_ratio, by_['numba dispatch, 
 # the three-kernel chain costs what its dependent launches cost, whatever its bytes; at large n the
 # 4-byte-per-load kernel falls short of the ceiling by exactly the bytes it does not keep in flight.
 
-# %%
-Image(filename=str(lessons.DATA.parent / "profile_elementwise_h200_time.png"))
+# %% [markdown]
+# ![time against size, measured and modelled](../figures/profile_elementwise_h200_time.png)
+#
+# Points are the measured medians, lines the model, one per variant in its colour and dash; `fused` and
+# `persistent` plan the same launches and bytes, so their model is the same line, drawn twice.
 
 # %% [markdown]
 # ### Exercise 2: the crossover

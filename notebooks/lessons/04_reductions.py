@@ -55,7 +55,9 @@ r64 = np.exp(row.astype(np.float64) - row.max())
 print("float64 reference", "  softmax", (r64 / r64.sum()).astype(np.float32))
 
 # %% [markdown]
-# The test inputs (`make_inputs`) put every third row near +100 or -100 on purpose.
+# The test inputs (`make_inputs`) put row 0 near +100, row 1 near -120 and every third row after them near
+# one or the other, on purpose: exp overflows float32 on the first kind, and underflows on the second
+# unless the max subtracted really is the row's (a max started at 0 instead of -inf fails there).
 #
 # ## Bytes, counted by the code that runs
 # As in lesson 01: every variant at a tiny size (5 rows of 67 columns: odd, so the last partial chunk of
@@ -100,9 +102,11 @@ print("every lane holds", sorted(set(v.tolist())), "= 0 + 1 + ... + 31 =", sum(r
 # results. A shared-memory tree (lesson 03's `block_sums`) needs a barrier per halving step: 7 for 64
 # threads. Max works the same way with `max` in place of `+`.
 #
-# The simulator has no shuffles: there `reduce.py` goes through shared memory (each thread writes its
-# value, a barrier, each thread folds its warp's or block's values). Same results, and the same rule
-# for you: every thread of the block must call a block reduction.
+# The simulator runs the same shuffles (`kernels_lab/sim_device.py` gives it what numba's lacks): each is
+# a meeting of the lanes in its mask, so a lane that skips a shuffle its warp-mates wait at is an error
+# there (or, if it has returned, the value read from it is NaN), where a GPU hangs or gives garbage. The
+# rule for you: every lane of the mask calls each shuffle, and every thread of the block calls a block
+# reduction.
 
 # %%
 from kernels_lab.reduce import warp_sum, block_sum
@@ -251,7 +255,7 @@ print(f"float64 NumPy:                  m = {row.max():.4f}, d = {np.exp(row - r
 # Read each element of x **once** from global memory (keep the row in a shared array of 4096 floats,
 # 16 KiB), reduce the max and then the sum over the block (a shared-memory tree with a barrier per step,
 # as in lesson 03, is enough), subtract the max, write out. The check runs odd widths (67, 300) into
-# outputs poisoned with NaN, with rows near +-100, against float64; it counts launches (1) and traced
+# outputs poisoned with NaN, with rows near +100 and -120, against float64; it counts launches (1) and traced
 # bytes (8 per element: a second read of x fails). The declaration:
 
 # %%
@@ -351,7 +355,7 @@ print(lessons.expect("unfused / fused bytes", bytes_ratio,
 # %%
 res = lessons.committed("softmax_h200.json")
 ceiling = res["meta"]["ceiling_GBs"]
-names = ("unfused", "fused_shared", "fused", "persistent", "online")
+names = ("unfused", "fused_shared", "fused", "persistent", "online", "split")
 shape = {}
 for r in res["records"]:
     if r["kind"] == "softmax_shape" and (r["registered"] or r["variant"] == "torch.softmax"):
@@ -364,15 +368,21 @@ for title, field, fmt in (("vs torch.softmax", "vs_torch", "{:12.2f}x"), ("share
         cells.append(fmt.format(got["torch.softmax"][field]) if field == "of_ceiling" else f"{got['torch.softmax']['GBs']:8.0f} GB/s")
         print(f"{rows:>6} x {cols:<5}" + "".join(cells))
 
-# %%
-from IPython.display import Image
-Image(filename=str(lessons.DATA.parent / "softmax_h200_vs_torch.png"))
+# %% [markdown]
+# ![each registered variant's time against torch.softmax, per shape](../figures/softmax_h200_vs_torch.png)
 
 # %% [markdown]
-# Every version the benchmark tried (v2 to v7: `fused` at other layouts; v9 to v12: `online`), in GB/s:
-
-# %%
-Image(filename=str(lessons.DATA.parent / "softmax_h200_versions.png"))
+# Every version the benchmark tried, in GB/s, coloured by variant: v1 is `fused_shared` (the exercise's
+# answer); v2 is `fused` at the layout `fused_shape` picks for the width, v3 to v7 the same kernel at other
+# layouts (rows per warp or per block, chunks per thread); v8 is `persistent` (v2's kernel on a grid of
+# resident blocks); v9 is `online` and v10 to v12 its other layouts; v13 is `unfused`; v14 is `split` (a
+# row across k cooperating blocks, the next row's slice loaded before the exchange), v15 the same without
+# that prefetch, v16 and v17 larger slices per block (fewer blocks a row). The last two bars
+# are the anchors: `softmax` is torch.softmax, `compile` a softmax compiled by torch.compile. A version
+# missing from a shape does not run that width (or repeats another's layout there); the dashed line is
+# the copy ceiling measured in the same run.
+#
+# ![every version at every shape](../figures/softmax_h200_versions.png)
 
 # %% [markdown]
 # Your prediction against the clock: the unfused/fused time ratio at each shape where both ran, next to
@@ -423,8 +433,74 @@ print(f"\nfused's widest row here: {widest} columns (FUSED_MAX_COLS = {sm.FUSED_
 print(f"online is faster than fused at every width from {from_on} columns on" if from_on else "fused is never behind")
 print("(layout: threads per row x 4-float chunks a thread)")
 
+# %% [markdown]
+# ![GB/s against the row width](../figures/softmax_h200_cols.png)
+
+# %% [markdown]
+# ## Splitting a row across blocks
+# A row of 32768 floats fills a 1024-thread block: one block per SM, so while it reduces nothing else
+# on that SM streams (the sweep above: how far under the ceiling the wide rows fall). `split`
+# (`kernels_lab/workloads/softmax_split.py`) gives each row to **k blocks**, each holding a slice of the
+# row in registers (4096 floats in 128 threads on the H200), so several blocks share an SM. Each block
+# folds its slice into the online pair (m, d), and then the k blocks of a row must meet: each writes
+# its pair to global memory and raises a flag (after a fence: a release), waits with acquire loads,
+# bounded in time, until the other k - 1 flags of its row are up, combines the k pairs with exercise
+# 1's `combine`, and scales the slice it still holds. x is read once and written once; the exchange
+# adds 12 bytes per block and row, and the polls. While the pairs travel, each block already loads
+# its next row's slice.
+#
+# Waiting for another block is safe only if that block is running. So the grid holds no more blocks
+# than the GPU keeps resident at once (from this kernel's occupancy), k blocks form a group, and each
+# group loops over its rows: **lesson 03's persistent kernel, at the scale of a row**. The row's max and
+# sum are an inter-block dependency, met inside one launch through global memory instead of at a kernel
+# boundary (where `unfused` meets it, paying the launch and e's round trip through DRAM). A machine that
+# cannot hold k blocks at once is refused, and a wait that runs out of time is an error, never a hang.
+#
+# The simulator runs blocks one after another, where a block waiting for a later one would wait forever;
+# there the split kernel's blocks run side by side (`kernels_lab/sim_coresident.py`), same kernel code.
+# Three slices per row, 5 rows, one group looping over them:
+
 # %%
-Image(filename=str(lessons.DATA.parent / "softmax_h200_cols.png"))
+from kernels_lab.profile.trace import per_array
+from kernels_lab.workloads import softmax_split as sp
+small = w.size(rows=5, cols=301)
+three = sp.split_shape(small.cols, slices=3)
+inputs = w.make_inputs(small, np.random.default_rng(5))
+outputs = poisoned(w.output_specs(small))
+launch = sp.bind_split(to_device(inputs), outputs, shape=three)
+with trace_if_simulated() as trace:
+    launch()
+err = np.abs(outputs["out"].copy_to_host() - w.reference(inputs)["out"]).max()
+print(f"{three.slices} slices of up to {three.slice_vectors(small.cols)} 16-byte vectors, {launch.grid} blocks "
+      f"({launch.grid // three.slices} group(s) for {small.rows} rows): max error {err:.1e}")
+if trace:
+    for name, a in per_array(trace).items():
+        print(f"  {name:<6} read {a.bytes_read:>7,} B  written {a.bytes_written:>6,} B")
+    print("(x and out: 4 bytes per element each; flags: each poll is a read, so their count varies with the timing)")
+
+# %% [markdown]
+# On the H200, the same run as above (`v14` is the registered layout, `v15` the same without loading the
+# next row during the exchange); best other: the fastest `fused` or `online` version at that shape:
+
+# %%
+if not any(r["variant"] == "split" for r in res["records"]):
+    print("(this results file has no split runs yet: benchmarks/softmax_bench.py writes them)")
+print(f"{'rows x cols':<14}{'split: k x threads':>19}{'GB/s':>6}{'of ceiling':>11}{'vs torch':>9}"
+      f"{'no prefetch':>12}{'best other':>16}{'torch':>7}{'compile':>8}")
+for (rows, cols), got in shape.items():
+    here = [r for r in res["records"] if r["kind"] == "softmax_shape" and r["size"] == {"rows": rows, "cols": cols}]
+    mine = got.get("split")
+    if cols < 8192 or mine is None:  # narrower rows are one slice: split is fused plus an exchange
+        continue
+    by_version = {r["version"]: r for r in here}
+    others = [r for r in here if r["variant"] in ("fused", "online") and r.get("correct")]
+    other = max(others, key=lambda r: r["GBs"]) if others else None
+    lay = mine["layout"]
+    cells = [f"{lay['slices']} x {lay['threads']}", f"{mine['GBs']:.0f}", f"{mine['of_ceiling']:.0%}",
+             f"{mine['vs_torch']:.2f}x", gbs(by_version.get("v15")),
+             f"{other['GBs']:.0f} ({other['version']})" if other else "-",
+             gbs(by_version.get("torch.softmax")), gbs(by_version.get("torch.compile"))]
+    print(f"{rows:>6} x {cols:<6}" + "".join(f"{c:>{n}}" for c, n in zip(cells, (19, 6, 11, 9, 12, 16, 7, 8))))
 
 # %% [markdown]
 # ## Summary
@@ -437,3 +513,6 @@ Image(filename=str(lessons.DATA.parent / "softmax_h200_cols.png"))
 # - The online pair (m, d) and its `combine` give max and sum in one pass, and combine across threads.
 # - On the H200 the fused kernel's time follows its bytes where it streams near the copy ceiling; where
 #   the row is too wide for registers, the online kernel takes over (the tables above say from where).
+# - A row too long for one block can be split across k blocks that meet through global memory (pairs,
+#   flags, bounded acquire polls) inside one launch: the grid must be resident at once, so it is a
+#   persistent kernel, one row group at a time.

@@ -172,7 +172,7 @@ print(lessons.check("rnn_step", globals().get("run_rnn")))
 # %%
 REGISTERS_PER_SM = 65536         # 32-bit registers per SM, compute capability 9.0 (CUDA C Programming Guide)
 SHARED_PER_SM = 228 * 1024       # bytes of shared memory per SM, compute capability 9.0
-STATIC_SHARED_PER_BLOCK = 48 * 1024  # numba-cuda 0.30's static shared arrays (../shared/reference)
+STATIC_SHARED_PER_BLOCK = 48 * 1024  # numba-cuda 0.30 declares shared arrays statically: 48 KiB a block at most
 h200 = lessons.committed("ladder_h200.json")["meta"]["device"]
 sms = int(re.search(r"(\d+) SMs", h200).group(1))
 l2_bytes = int(re.search(r"(\d+) MiB L2", h200).group(1)) * 2**20
@@ -254,7 +254,7 @@ print(f"fused at {too_big}: {w.variant('fused').why_not(too_big) or 'runs (W rea
 # one kernel that is a **grid barrier**. The workload has two (the list above): `grid`, CUDA's
 # `cuda.cg.this_grid().sync()`, and `flag`: each block publishes its step in a flag, and every block polls
 # all the flags with loads the compiler cannot hoist, a bounded number of times (`rnn._flag_barrier`).
-# What a grid sync costs, from the committed launch ladder (`kernels-lab profile launch`: 2000 boundaries
+# What a grid sync costs, from the committed launch ladder (`kernels-lab bench launch`: 2000 boundaries
 # each way on the H200):
 
 # %%

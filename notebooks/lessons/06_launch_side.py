@@ -41,7 +41,7 @@ for message in sorted({str(w.message) for w in said}):
 # ## What a dependent launch waits for
 # In one stream, a kernel starts only when the kernel before it has **finished**: every block exited and
 # its writes visible. And before that, the host has to issue the launch. The committed H200 study
-# (`figures/data/pdl_h200.json`, `kernels-lab profile pdl`) stamps the start and end of every block with
+# (`figures/data/pdl_h200.json`, `kernels-lab bench pdl`) stamps the start and end of every block with
 # `%globaltimer`, so the gaps between kernels come from the kernels themselves:
 
 # %%
@@ -124,7 +124,8 @@ print(f"with the three rules (pdl, graph_pdl), the later kernel started at least
 # ![G = 8 large tensors, one row per kernel](../figures/pdl_h200_timeline_large.png)
 #
 # In the last panel (`wrong_unordered`) the members end in no particular order, and the later kernel (the
-# bottom, grey row) starts while some of them are still running:
+# bottom row, drawn dark red because it starts before the group has ended, at the dashed line) starts
+# while some of them are still running:
 
 # %%
 spans = rec[8, "large", "wrong_unordered"]["timeline"]
