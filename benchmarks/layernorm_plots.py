@@ -1,0 +1,38 @@
+"""The figure of a layernorm_bench.py results file.
+
+  layernorm_shapes.png  GB/s of every variant and of torch's layer_norm (eager and torch.compile) at each
+                        shape, with the copy ceiling measured in the same run
+Every GB/s counts one read and one write of x (8 bytes per element).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernels_lab.profile.plots import _save, _source_note, _style, plt
+
+COLORS = {"unfused": "#d62728", "fused": "#1f77b4", "persistent": "#2ca02c", "torch.layer_norm": "#333333",
+          "torch.compile": "#999999"}
+
+
+def by_shape(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Path:
+    shapes: dict[tuple[int, int], dict[str, dict]] = {}
+    for r in records:
+        shapes.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["variant"]] = r
+    names = [n for n in COLORS if any(n in got for got in shapes.values())]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / len(names)
+    for k, n in enumerate(names):
+        xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(shapes))]
+        ax.bar(xs, [got[n]["GBs"] if n in got else 0 for got in shapes.values()], width, color=COLORS[n], label=n)
+    ceiling = meta.get("ceiling_GBs")
+    if ceiling:
+        ax.axhline(ceiling, color="black", lw=1, ls="--", label=f"copy ceiling {ceiling:.0f} GB/s")
+    ax.set_xticks(range(len(shapes)), [f"{r} x {c}" for r, c in shapes])
+    ax.set_xlabel("rows x cols (float32)")
+    ax.set_ylabel("GB/s (one read + one write of x)")
+    _style(ax, "layernorm: every variant against torch, one run, cold L2")
+    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
+    _source_note(fig, meta)
+    return _save(fig, path)

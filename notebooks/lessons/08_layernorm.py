@@ -1,0 +1,122 @@
+# %% [markdown]
+# # 08 Layernorm: two dependent reductions, and weights kept in registers
+#
+# **Goals:** apply lesson 04's row reduction to a second problem with two statistics that depend on
+# each other; see why the variance is computed from deviations and not as E[x^2] - mean^2; see what
+# keeping gamma and beta in registers across rows buys and costs; read the H200 results against torch.
+#
+#     out[r, c] = (x[r, c] - mean_r) / sqrt(var_r + eps) * gamma[c] + beta[c]
+#     mean_r = sum_c x[r, c] / cols,      var_r = sum_c (x[r, c] - mean_r)^2 / cols
+#
+# Every output of a row waits for the row's mean, and the variance waits for the mean too: two
+# reductions in order, then an elementwise step with two weight vectors that every row shares
+# (`kernels_lab/workloads/layernorm.py`).
+
+# %%
+import numpy as np
+from kernels_lab import lessons, get_workload
+from kernels_lab.arrays import poisoned, to_device
+from kernels_lab.profile.launch_hook import count_launches
+from kernels_lab.profile.measure import trace_if_simulated
+print(lessons.setup())
+
+# %% [markdown]
+# ## Bytes per element, from the plans
+# `unfused` is a kernel per step: the mean, the variance (x read again), and the normalization (x read
+# a third time, with gamma and beta for every row). `fused` keeps the row in registers between the steps:
+# x in, out out, and gamma and beta read at the store (the same 2 x cols floats for every row: cache hits,
+# but still accesses). `persistent` loads each thread's slice of gamma and beta once and keeps it in
+# registers while the thread strides over rows.
+
+# %%
+w = get_workload("layernorm")
+big = w.size(rows=65536, cols=1024)          # a shape the H200 benchmark timed
+per_el = big.rows * big.cols
+for v in w.variants.values():
+    plan = v.plan(big)
+    print(f"{v.name:<11} {plan.n_launches} launch(es)  {plan.bytes_total / per_el:6.3f} B/element   {v.about}")
+
+# %% [markdown]
+# ## Why the variance is computed from deviations
+# E[x^2] - mean^2 is the same number in exact arithmetic, and one pass instead of two. In float32 it is
+# a difference of two large, nearly equal numbers when the row sits far from 0: the digits that survive
+# are rounding noise. A row near 300 with spread 0.5:
+
+# %%
+rng = np.random.default_rng(0)
+row = (300 + 0.5 * rng.standard_normal(1024)).astype(np.float32)
+exact = row.astype(np.float64).var()
+mean = row.mean(dtype=np.float32)
+one_pass = (row * row).mean(dtype=np.float32) - mean * mean
+two_pass = ((row - mean) ** 2).mean(dtype=np.float32)
+print(f"float64 variance      {exact:.6f}")
+print(f"E[x^2] - mean^2 (f32) {one_pass:.6f}   relative error {abs(one_pass - exact) / exact:.1e}")
+print(f"mean of (x - mean)^2  {two_pass:.6f}   relative error {abs(two_pass - exact) / exact:.1e}")
+
+# %% [markdown]
+# The fused kernel has the whole row in registers, so the second pass over it costs no memory at all.
+# (The kernels pad a row's last chunk with zeros, which a sum needs; the variance skips them, since a
+# padded zero would add mean^2.)
+#
+# ## Bytes, counted by the code that runs
+# Every variant at a tiny size (5 rows of 67 columns: odd, so the last partial chunk of every row is
+# exercised), launches counted and, on the simulator, every global access traced.
+
+# %%
+size = w.size(rows=5, cols=67)
+inputs = w.make_inputs(size, np.random.default_rng(1))
+want = w.reference(inputs)["out"]
+for v in w.variants.values():
+    outputs = poisoned(w.output_specs(size))
+    launch = v.bind(to_device(inputs), outputs)
+    with count_launches() as seen, trace_if_simulated() as trace:
+        launch()
+    traced = f"traced {trace.bytes_total:>6,} B  " if trace else ""
+    err = np.abs(outputs["out"].copy_to_host() - want).max()
+    print(f"{v.name:<11} launches {len(seen)}  {traced}plan {v.plan(size).bytes_total:>6,} B   max error {err:.1e}")
+
+# %% [markdown]
+# ## Weights in registers: what persistence buys here
+# Gamma and beta do not depend on the row, so a thread that strides over rows can load its slice once,
+# as the persistent RNN of lesson 05 keeps its weights on chip across time steps. The price is registers:
+# 2 x 16 more floats a thread at 4 chunks, which lowers how many threads an SM holds, and with it the
+# bytes in flight. Which effect wins depends on the width: the measurements below say.
+#
+# ## Measured on an H200 (committed results)
+# `benchmarks/layernorm_bench.py` timed every variant, torch's `F.layer_norm` and a `torch.compile`d one
+# at four shapes with a cold L2, interleaved, after checking each variant against float64; every GB/s
+# counts one read and one write of x (8 bytes per element) for everyone.
+
+# %%
+res = lessons.committed("layernorm_h200.json")
+ceiling = res["meta"]["ceiling_GBs"]
+shapes = {}
+for r in res["records"]:
+    shapes.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["variant"]] = r
+names = [n for n in ("unfused", "fused", "persistent", "torch.layer_norm", "torch.compile")
+         if any(n in got for got in shapes.values())]
+print(f"{res['meta']['device']}, {res['meta']['date'][:10]}, copy ceiling {ceiling:.0f} GB/s\n")
+print(f"{'rows x cols':<14}" + "".join(f"{n:>18}" for n in names) + "   (GB/s, share of the ceiling)")
+for (rows, cols), got in shapes.items():
+    cells = [f"{got[n]['GBs']:8.0f} ({got[n]['of_ceiling']:4.0%})" if n in got else f"{'-':>18}" for n in names]
+    print(f"{rows:>6} x {cols:<5}" + "".join(f"{c:>18}" for c in cells))
+print("\nweights held (persistent) against weights re-read (fused), time ratio (> 1: holding is slower):")
+for (rows, cols), got in shapes.items():
+    if "fused" in got and "persistent" in got:
+        print(f"{rows:>6} x {cols:<5} {got['persistent']['time_ms'] / got['fused']['time_ms']:5.2f}")
+
+# %% [markdown]
+# ![every variant and torch at each shape, GB/s](../figures/layernorm_h200_shapes.png)
+#
+# The ratios above weigh the two effects. Holding the weights saves accesses that were cache hits (every
+# row reads the same 2 x cols floats, and they stay in L1 and L2), so there is little to win; the 32 extra
+# registers a thread cost resident threads, and with them bytes in flight, most at wide rows where a
+# block holds a whole row. Persistence pays when what it keeps on chip would otherwise come from DRAM
+# (the RNN's weights, lesson 05), not when the caches already keep it.
+#
+# ## Summary
+# - Layernorm is two dependent reductions (mean, then variance) and an elementwise step with weights:
+#   unfused, x crosses DRAM three times plus the output; fused, once plus the output.
+# - Compute the variance from deviations: E[x^2] - mean^2 cancels in float32 for rows far from 0.
+# - Weights every row shares can stay in registers across rows in a persistent kernel, at a price in
+#   registers; measure it: here the caches already keep them.
