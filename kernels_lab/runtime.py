@@ -118,7 +118,9 @@ def _fix_simulator_shared_arrays() -> None:
     """numba-cuda 0.30's simulator creates a block's shared array with an unlocked
     check-then-set, so two threads starting at once can get two different arrays: a rare,
     timing-dependent wrong answer in any kernel that uses shared memory (seen in this
-    project's tests). The same lookup, under a lock. Tested in tests/test_runtime.py."""
+    project's tests). The same lookup, under a lock. Tested in tests/test_runtime.py.
+    `array.key(caller)` makes the lookup key from the kernel's source line: sim_coresident widens it
+    with the block for kernels whose blocks run side by side."""
     import sys as _sys
     import threading as _threading
     import traceback as _traceback
@@ -134,13 +136,14 @@ def _fix_simulator_shared_arrays() -> None:
             return original(self, shape, dtype, alignment)  # an error, or dynamic shared memory
         if isinstance(dtype, kernelapi.types.Type):
             dtype = kernelapi.numpy_support.as_dtype(dtype)
-        caller = _traceback.extract_stack(_sys._getframe())[-2][0:2]  # the kernel's source line
+        key = array.key(_traceback.extract_stack(_sys._getframe())[-2][0:2])  # the kernel's source line
         with lock:
-            res = self._allocations.get(caller)
+            res = self._allocations.get(key)
             if res is None:
-                res = self._allocations[caller] = _np.empty(shape, dtype)
+                res = self._allocations[key] = _np.empty(shape, dtype)
         return res
 
+    array.key = lambda caller: caller
     array.kernels_lab_locked = True
     kernelapi.FakeCUDAShared.array = array
 

@@ -15,16 +15,13 @@ is the protocol's logic (who waits for what, which slot holds which row), not it
 ordering: that is the GPU's job (tests/test_softmax.py runs it there at real widths).
 
 numba-cuda 0.30 internals touched here and nowhere else: kernel.BlockManager (its run() is
-called once per block inside FakeCUDAKernel.__call__) and kernelapi.FakeCUDAShared.array.
+called once per block inside FakeCUDAKernel.__call__); the shared arrays go through runtime.py's
+locked lookup, whose key this widens.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
-import traceback
-
-import numpy as np
 
 RESIDENT_BLOCKS = 4   # the most blocks a marked launch runs side by side (Python threads: keep it small)
 _MARK = "kernels_lab_coresident"
@@ -76,27 +73,16 @@ def install() -> None:
     setattr(BlockManager, _MARK, True)
     kernel.BlockManager = BlockManager
 
-    shared_array = kernelapi.FakeCUDAShared.array
-    lock = threading.Lock()
+    # shared arrays: runtime.py's locked lookup, keyed for a marked kernel by its block too (numba keys
+    # them by source line only: fine one block at a time, aliased side by side)
+    locked = kernelapi.FakeCUDAShared.array
+    if not getattr(locked, "kernels_lab_locked", False):
+        raise RuntimeError("sim_coresident needs runtime.py's locked shared arrays (the simulator back-end)")
+    line_key = locked.key
 
-    def array(self, shape, dtype, alignment=None):
-        if shape == 0 or alignment is not None:  # dynamic shared memory, or the simulator's own error
-            return shared_array(self, shape, dtype, alignment)
-        from numba.core import types
-        from numba.np import numpy_support
-        if isinstance(dtype, types.Type):
-            dtype = numpy_support.as_dtype(dtype)
-        # numba's key, the caller's file and line (computed here: calling the original would make
-        # this function the caller of every allocation), and for a marked kernel its block too
-        key = traceback.extract_stack(sys._getframe())[-2][0:2]
-        manager = getattr(threading.current_thread(), "_manager", None)
-        if manager is not None and _marked(manager._f):
-            key = (key, tuple(threading.current_thread().blockIdx))
-        with lock:
-            found = self._allocations.get(key)
-            if found is None:
-                found = self._allocations[key] = np.empty(shape, dtype)
-        return found
+    def key(caller):
+        t = threading.current_thread()
+        manager = getattr(t, "_manager", None)
+        return (caller, tuple(t.blockIdx)) if manager is not None and _marked(manager._f) else line_key(caller)
 
-    array.kernels_lab_locked = True  # it takes runtime.py's place: one lock, so threads starting together share
-    kernelapi.FakeCUDAShared.array = array
+    locked.key = key
