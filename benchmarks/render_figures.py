@@ -61,9 +61,17 @@ def _layernorm(doc, out: Path, stem: str) -> list[Path]:
     return [layernorm_plots.by_shape(doc["records"], doc["meta"], out / f"{stem}_shapes.png")]
 
 
+def _demo_times(doc, out: Path, stem: str) -> list[Path]:
+    """benchmarks/demo_times.py's records (kind demo_time): it draws them."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import demo_times
+    return [demo_times.figure(doc, out / f"{stem}_seconds.png")]
+
+
 # Results whose records the harness's plots.render does not draw, by record kind: who draws them.
 OTHER_RENDERERS = ((lambda kind: kind.startswith("softmax_"), _softmax), (lambda kind: kind.startswith("rnn"), _rnn),
-                   (lambda kind: kind == "decode", _decode), (lambda kind: kind == "layernorm", _layernorm))
+                   (lambda kind: kind == "decode", _decode), (lambda kind: kind == "layernorm", _layernorm),
+                   (lambda kind: kind == "demo_time", _demo_times))
 
 
 def render_file(path: Path, out: Path) -> list[Path]:

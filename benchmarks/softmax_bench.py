@@ -68,7 +68,7 @@ NCU_SHAPES = ((16384, 4096), (4096, 32768))
 
 @dataclass(frozen=True)
 class Version:
-    key: str                                         # v1 .. v17, the same at every width
+    key: str                                         # v1 .. v19, the same at every width
     variant: str                                     # the workload variant it is a layout of
     what: str                                        # what it changes
     layout: Callable[[int], Any] | None = None       # cols -> layout (RowShape, SplitShape); None: the variant's own
@@ -107,15 +107,16 @@ def _half_threads(cols: int) -> sm.RowShape | None:
     return sm.stream_shape(cols, threads=threads) if threads >= sm.WARP else None
 
 
-def _slices_of(threads: int | None, prefetch: bool = True) -> Callable[[int], sp.SplitShape | None]:
-    """Split layouts other than the registered one, for rows the registered one splits (>= 8192 columns):
-    slices of `threads` x 8 chunks (None: the registered slices), with or without the prefetch."""
+def _slices_of(threads: int | None, prefetch: bool = False, chunks: int = 8,
+               min_cols: int | None = None) -> Callable[[int], sp.SplitShape | None]:
+    """Split layouts other than the registered one: slices of `threads` x `chunks` chunks (None: the registered
+    slices), with or without the prefetch, for rows of at least `min_cols` (the registered split's minimum)."""
     def layout(cols: int) -> sp.SplitShape | None:
-        if cols < sp.SPLIT_MIN_COLS:
+        if cols < (sp.SPLIT_MIN_COLS if min_cols is None else min_cols):
             return None
         if threads is None:
             return sp.split_shape(cols, prefetch=prefetch)
-        return sp.split_shape(cols, slices=-(-cols // (threads * sp.SLICE_CHUNKS * sm.CHUNK)), threads=threads,
+        return sp.split_shape(cols, slices=-(-cols // (threads * chunks * sm.CHUNK)), threads=threads,
                               prefetch=prefetch)
     return layout
 
@@ -140,10 +141,16 @@ VERSIONS = (
     Version("v13", "unfused", "registered: 3 kernels, e = exp(x - max) through DRAM"),
     Version("v14", "split", f"registered: each row in slices of {sp.SLICE_FLOATS} floats, a block of "
                             f"{sp.SLICE_THREADS} each (bigger past {sp.WIDE_SLICES} slices), (max, sum) exchanged "
-                            f"through global memory with flags, the next row's slice loaded during the exchange"),
-    Version("v15", "split", "v14 without the prefetch: the exchange's wait is exposed", _slices_of(None, False)),
-    Version("v16", "split", "slices of 8192 floats, 256 threads x 8 chunks, with the prefetch", _slices_of(256)),
-    Version("v17", "split", "slices of 16384 floats, 512 threads x 8 chunks, with the prefetch", _slices_of(512)),
+                            f"through global memory with flags"),
+    Version("v15", "split", "v14 with a prefetch: the next row's slice loaded during the exchange (two slices "
+                            "in registers: fewer blocks per SM)", _slices_of(None, True)),
+    Version("v16", "split", "slices of 2048 floats, 128 threads x 4 chunks: more, smaller blocks",
+            _slices_of(128, chunks=4, min_cols=4096)),
+    Version("v17", "split", "slices of 8192 floats, 256 threads x 8 chunks", _slices_of(256)),
+    Version("v18", "split", "slices of 4096 floats at every width, 128 threads x 8 chunks (up to 32 slices)",
+            _slices_of(128, min_cols=4096)),
+    Version("v19", "split", "slices of 4096 floats, 256 threads x 4 chunks", _slices_of(256, chunks=4,
+                                                                                        min_cols=4096)),
 )
 
 
@@ -158,7 +165,7 @@ def versions_for(cols: int) -> list[Version]:
     return chosen
 
 
-SWEEP_KEYS = ("v2", "v9", "v14")  # the registered fused, online and split layouts
+SWEEP_KEYS = ("v2", "v9", "v14", "v16", "v18")  # the registered fused, online and split layouts; two other splits
 
 
 # -- validation --------------------------------------------------------------------------------------

@@ -4,9 +4,9 @@
 
   softmax_versions.png  GB/s of every version at each shape, the copy ceiling and torch.softmax beside
   softmax_vs_torch.png  torch.softmax's time over each registered variant's, per shape (> 1: faster than torch)
-  softmax_cols.png      GB/s against the row width at fixed bytes: fused, online, split, torch.softmax, the
-                        ceiling, where fused stops fitting on chip, and (the band along the bottom) which
-                        registered variant is fastest at each width
+  softmax_cols.png      GB/s against the row width at fixed bytes: the registered fused, online, split and
+                        torch.softmax (solid), other swept layouts (dashed), the ceiling, where fused stops fitting
+                        on chip, and (the band along the bottom) which registered variant is fastest at each width
 Every GB/s counts one read and one write of x (8 bytes per element).
 """
 
@@ -95,10 +95,19 @@ def by_cols(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> 
     recs = [r for r in records if r["kind"] == "softmax_sweep"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     names = [n for n in ("fused", "online", "split", "torch.softmax") if any(r["variant"] == n for r in recs)]
-    for name in names:
-        mine = sorted((r for r in recs if r["variant"] == name and r.get("correct", True)),
-                      key=lambda r: r["size"]["cols"])
+    for name in names:  # the registered layouts (and torch) as solid lines
+        mine = sorted((r for r in recs if r["variant"] == name and r.get("correct", True)
+                       and (r.get("registered") or name not in REGISTERED)), key=lambda r: r["size"]["cols"])
         ax.plot([r["size"]["cols"] for r in mine], [r["GBs"] for r in mine], "o-", ms=4, color=COLORS[name])
+    others = []  # the other layouts the benchmark swept (e.g. split's smaller or more slices): dashed, each its own
+    for style, version in zip(("--", ":", "-."), sorted({r["version"] for r in recs if r["variant"] in REGISTERED
+                                                        and not r.get("registered")}, key=lambda v: int(v[1:]))):
+        mine = sorted((r for r in recs if r.get("version") == version and r.get("correct", True)),
+                      key=lambda r: r["size"]["cols"])
+        ax.plot([r["size"]["cols"] for r in mine], [r["GBs"] for r in mine], style, marker="o", ms=3, lw=1,
+                color=COLORS[mine[0]["variant"]], alpha=0.7)
+        others.append((plt.Line2D([], [], color=COLORS[mine[0]["variant"]], ls=style, lw=1),
+                       f"{mine[0]['variant']} {version} ({_layout(mine[0])})"))
     ceiling = meta.get("ceiling_GBs")
     if ceiling:
         ax.axhline(ceiling, color="black", ls="--", lw=1)
@@ -112,7 +121,7 @@ def by_cols(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> 
     total = recs[0]["n"] * 4 if recs else 0
     _style(ax, f"softmax by row width, {total / 2**20:.0f} MiB of x at every point")
     ax.set_ylim(bottom=0)
-    _legend_for(ax, names, ceiling, [(plt.Line2D([], [], color="gray", ls=":", lw=1),
+    _legend_for(ax, names, ceiling, others + [(plt.Line2D([], [], color="gray", ls=":", lw=1),
                                       f"fused's widest row on chip ({FUSED_MAX_COLS})"),
                                      (plt.Rectangle((0, 0), 1, 1, color="lightgray"),
                                       "band: the fastest variant there")])
@@ -120,11 +129,19 @@ def by_cols(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> 
     return _save(fig, path)
 
 
+def _layout(r: dict[str, Any]) -> str:
+    """A split layout in words: threads x chunks a block (the slice it holds)."""
+    lay = r.get("layout") or {}
+    if "threads" not in lay:
+        return "its own layout"
+    return f"slices of {lay['threads'] * lay['chunks'] * 4} floats"
+
+
 def fastest_by_cols(recs: list[dict[str, Any]]) -> dict[int, str]:
     """cols -> the registered variant with the shortest time there (anchors and wrong results left out)."""
     best: dict[int, dict[str, Any]] = {}
     for r in recs:
-        if r["variant"] in REGISTERED and r.get("correct", True):
+        if r["variant"] in REGISTERED and r.get("registered", True) and r.get("correct", True):
             c = r["size"]["cols"]
             if c not in best or r["time_ms"] < best[c]["time_ms"]:
                 best[c] = r

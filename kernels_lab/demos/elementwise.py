@@ -13,16 +13,19 @@ from .common import TIMED_COLUMNS, checked_then_timed, chosen_size, copy_ceiling
 
 TAKES_SIZE = True  # --n / --size choose the problem size (the CLI refuses them for demos without)
 SMALLEST_GPU_N = 1 << 20
+DEMO_N = 1 << 26  # 256 MiB an array, 5x the H200's L2: DRAM-bound like the benchmark's 2^28, and the demo runs in
+                  # seconds (at 2^28 it took 18 s on the H200, 2026-12-04, most of it making and copying inputs)
 
 
 def sized_for_this_device(workload):
-    """The default size, halved until every variant's inputs, outputs and intermediates fit in the
-    GPU's free memory (with room for the L2 flush buffer): a 16 GiB T4 runs what an H200 runs, smaller.
-    Returns (size, a note saying why it is smaller, or None)."""
+    """The demo's size (DEMO_N, or the default where that is smaller), halved until every variant's inputs,
+    outputs and intermediates fit in the GPU's free memory (with room for the L2 flush buffer): a 16 GiB T4
+    runs what an H200 runs, smaller. Returns (size, a note saying why it is smaller, or None)."""
     size = workload.default_size()
     free = free_device_memory()
     if free is None:
         return size, None
+    size = workload.size(min(size.n, DEMO_N))
     def need(s):
         return max(bytes_needed(workload, v, s) for v in workload.variants.values()) + (512 << 20)
     n = size.n
@@ -31,7 +34,7 @@ def sized_for_this_device(workload):
     if n == size.n:
         return size, None
     return workload.size(n), (f"this GPU has {free / 2**30:.1f} GiB free: n = 2^{n.bit_length() - 1} "
-                              f"instead of the default 2^{size.n.bit_length() - 1} (pass --n to choose)")
+                              f"instead of the demo's 2^{size.n.bit_length() - 1} (pass --n to choose)")
 
 
 def narrate(records: list[dict], ceiling: float | None) -> str:

@@ -10,7 +10,7 @@ bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder reco
 "kind": "launch", persistent-consumer records "kind": "consumer", its round-trip breakdown
 "kind": "consumer_poll" (and the host's payload copies "kind": "host_copy"), PDL records
 "kind": "pdl" (and "pdl_window": one PDL group under each CUDA_DEVICE_MAX_CONNECTIONS), kernel
-timelines "kind": "timeline" (REQUIRED_BY_KIND). One exception to the rule:
+timelines "kind": "timeline", a demo's wall time from the command line "kind": "demo_time" (REQUIRED_BY_KIND). One exception to the rule:
 consumer_poll's "poll" became "protocol" on 2026-12-03, when poll kinds became queue protocols
 (the one file with the old name was re-measured).
 """
@@ -38,6 +38,7 @@ REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry 
     "host_copy": ("kind", "target", "source", "payload_bytes", "us_p50"),
     "timeline": ("kind", "workload", "variant", "n", "source", "spans"),
     "pdl_window": ("kind", "variant", "G", "size_class", "max_connections", "members_at_once", "e2e_us", "timeline"),
+    "demo_time": ("kind", "demo", "wall_s", "rc"),
 }
 _PACKAGES = ("kernels-lab", "numba", "numba-cuda", "numpy", "llvmlite", "cuda-core", "cuda-bindings", "matplotlib")
 

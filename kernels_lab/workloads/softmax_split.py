@@ -13,7 +13,7 @@ row, plus the polls.
     block b = g k + j: group g (rows g, g + G, g + 2G, ...), slice j (columns j S .. j S + S - 1)
     per row:  the slice in registers (16-byte accesses at any width) -> thread pairs -> block pair
               thread 0: part[g, i % 2, j] = pair; fence; flags[b] = base + i + 1  (release)
-              every thread: load the slice of the block's next row (prefetch: in flight during the wait)
+              [prefetch versions: every thread loads the slice of the block's next row, in flight during the wait]
               thread p < k: poll flags[g k + p] with acquire loads until >= base + i + 1, bounded in
               time (a timeout stores the row in `status` and the blocks stop); read part[g, i % 2, p]
               barrier; every thread combines the k pairs; out = e * exp(m_t - M) / D
@@ -41,7 +41,7 @@ import numpy as np
 
 from ..arrays import ArgumentError
 from ..core import KernelLaunch, Plan, Size, Variant, kernel_name
-from ..intrinsics import globaltimer, load4, load_acquire_sys, store4
+from ..intrinsics import globaltimer, load4, load_acquire_gpu, store4
 from ..reduce import LOWEST, block_md, md_combine
 from ..runtime import ON_GPU, ON_SIMULATOR, cuda, host_view
 from ..sim_coresident import RESIDENT_BLOCKS as SIM_RESIDENT_BLOCKS
@@ -52,7 +52,7 @@ SLICE_CHUNKS = 8                             # at most 8 chunks (32 floats) a th
 SLICE_FLOATS = SLICE_THREADS * SLICE_CHUNKS * sm.CHUNK  # floats of a slice: 4096 on a GPU
 WIDE_SLICES = 16   # past this many slices a row takes bigger blocks instead (H200, 2026-12-04, 131072 columns:
                    # 32 slices of 4096 floats were slower than 16 of 8192 and 8 of 16384)
-MAX_SLICES = 32
+MAX_SLICES = 64
 SPLIT_MIN_COLS = 8192 if ON_GPU else 1       # narrower rows are one slice (k = 1): `fused` is the better kernel
 TIMEOUT_NS = 2_000_000_000 if ON_GPU else 120_000_000_000  # how long a block waits for its row's others
 COUNT_LIMIT = (1 << 31) - 1                  # the flags are int32 row counters
@@ -67,12 +67,12 @@ class ExchangeTimeout(RuntimeError):
 class SplitShape:
     """k blocks per row, each `threads` threads holding `chunks` 4-float chunks of its slice;
     prefetch: load the slice of the block's next row while this row's pairs are exchanged
-    (twice the registers: two slices held)."""
+    (twice the registers: two slices held, so fewer blocks per SM; measured slower on the H200, kept as a version)."""
 
     slices: int
     threads: int
     chunks: int
-    prefetch: bool = True
+    prefetch: bool = False
 
     def slice_vectors(self, cols: int) -> int:
         """16-byte vectors per slice: those that cover a row (one more when rows do not start on a
@@ -86,7 +86,7 @@ def _row_vectors(cols: int) -> int:
 
 
 def split_shape(cols: int, slices: int | None = None, threads: int | None = None,
-                prefetch: bool = True) -> SplitShape | None:
+                prefetch: bool = False) -> SplitShape | None:
     """The layout for rows of `cols` floats (None: it does not fit). Default: one slice below
     SPLIT_MIN_COLS; else slices of SLICE_FLOATS, blocks of SLICE_THREADS, and past WIDE_SLICES slices
     blocks twice (four times...) as large. `slices` / `threads` force a layout (the benchmark compares)."""
@@ -97,7 +97,7 @@ def split_shape(cols: int, slices: int | None = None, threads: int | None = None
             threads *= 2
     if slices is None:
         slices = 1 if cols < SPLIT_MIN_COLS else -(-cols // (threads * SLICE_CHUNKS * sm.CHUNK))
-    if slices > MAX_SLICES:
+    if slices > min(MAX_SLICES, threads):  # thread p < k of each block polls block p's flag
         return None
     per_slice = -(-_row_vectors(cols) // slices)  # 16-byte vectors of one slice
     chunks = sm._pow2(-(-per_slice // threads))
@@ -224,7 +224,7 @@ def split_kernel(shape: SplitShape):
             load_slice(ahead, x, nxt, cols, slice_vectors, tid)
         if tid < K:  # thread p waits for block p of the row, then takes its pair
             waited_from = globaltimer()
-            while load_acquire_sys(flags, g * K + tid) < target:
+            while load_acquire_gpu(flags, g * K + tid) < target:  # gpu scope: the peers are on this GPU
                 if globaltimer() - waited_from > limit_ns:
                     status[0] = np.int32(row + 1)
                     ctl[0] = 1

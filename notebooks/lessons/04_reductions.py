@@ -376,8 +376,9 @@ for title, field, fmt in (("vs torch.softmax", "vs_torch", "{:12.2f}x"), ("share
 # answer); v2 is `fused` at the layout `fused_shape` picks for the width, v3 to v7 the same kernel at other
 # layouts (rows per warp or per block, chunks per thread); v8 is `persistent` (v2's kernel on a grid of
 # resident blocks); v9 is `online` and v10 to v12 its other layouts; v13 is `unfused`; v14 is `split` (a
-# row across k cooperating blocks, the next row's slice loaded before the exchange), v15 the same without
-# that prefetch, v16 and v17 larger slices per block (fewer blocks a row). The last two bars
+# row across k cooperating blocks), v15 the same with the next row's slice loaded during the exchange (a
+# prefetch: two slices in registers), v16 smaller slices (more blocks a row), v17 and v19 other block
+# shapes, v18 slices of 4096 floats at every width. The last two bars
 # are the anchors: `softmax` is torch.softmax, `compile` a softmax compiled by torch.compile. A version
 # missing from a shape does not run that width (or repeats another's layout there); the dashed line is
 # the copy ceiling measured in the same run.
@@ -479,14 +480,16 @@ if trace:
     print("(x and out: 4 bytes per element each; flags: each poll is a read, so their count varies with the timing)")
 
 # %% [markdown]
-# On the H200, the same run as above (`v14` is the registered layout, `v15` the same without loading the
-# next row during the exchange); best other: the fastest `fused` or `online` version at that shape:
+# On the H200, the same run as above (`v14` is the registered layout, `v15` the same with the next row's
+# slice loaded during the exchange); best other: the fastest `fused` or `online` version at that shape.
+# The prefetch was meant to hide the wait, and it is slower everywhere: two slices in registers halve the
+# blocks an SM holds, and more blocks per SM hide the wait better than loads in flight do.
 
 # %%
 if not any(r["variant"] == "split" for r in res["records"]):
     print("(this results file has no split runs yet: benchmarks/softmax_bench.py writes them)")
 print(f"{'rows x cols':<14}{'split: k x threads':>19}{'GB/s':>6}{'of ceiling':>11}{'vs torch':>9}"
-      f"{'no prefetch':>12}{'best other':>16}{'torch':>7}{'compile':>8}")
+      f"{'prefetch':>12}{'best other':>16}{'torch':>7}{'compile':>8}")
 for (rows, cols), got in shape.items():
     here = [r for r in res["records"] if r["kind"] == "softmax_shape" and r["size"] == {"rows": rows, "cols": cols}]
     mine = got.get("split")
