@@ -20,7 +20,8 @@ import numpy as np
 from kernels_lab.consumer.hostpath import publish_row, word_address
 from kernels_lab.consumer import PROTOCOLS, PersistentConsumer
 from kernels_lab.profile.results import dump, make_meta
-from kernels_lab.runtime import cuda, host_view
+from kernels_lab.backend import BACKEND
+from kernels_lab.runtime import cuda
 
 
 def stats(samples, gpu):
@@ -42,7 +43,7 @@ def host_copies(rng, slots=64, n=2000):
     for size in (256, 1024, 4096):
         sources = [rng.standard_normal(size).astype(np.float32) for _ in range(n)]  # 2000 x: out of cache
         targets = {"numpy": np.zeros(slots * size, np.float32),
-                   "mapped": host_view(cuda.mapped_array(slots * size, np.float32)),
+                   "mapped": BACKEND.host_view(cuda.mapped_array(slots * size, np.float32)),
                    "pinned": cuda.pinned_array(slots * size, np.float32)}
         for target, buf in targets.items():
             for source in ("hot", "cold"):

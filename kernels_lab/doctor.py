@@ -50,13 +50,14 @@ def _safely(probe: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
 def _grid_sync() -> tuple[bool, str]:
     """A grid-wide barrier across blocks (persistent variants that step with grid.sync())."""
     if runtime.ON_SIMULATOR:
-        return False, (f"the simulator runs grid sync within one block only: persistent grid-sync variants run "
-                       f"with {runtime.SIM_COOPERATIVE_BLOCKS} block here (correctness, not co-residency)")
+        return False, ("the simulator runs grid sync within one block only: persistent grid-sync variants run "
+                       "with 1 block here (correctness, not co-residency)")
     if not runtime.ON_GPU:
         return False, "needs a GPU (the PTX-only back-end cannot launch)"
     import numpy as np
     from numba import types
 
+    from .backend import BACKEND
     from .runtime import cuda
 
     @cuda.jit
@@ -69,7 +70,7 @@ def _grid_sync() -> tuple[bool, str]:
             a[0] = a[0] + a[1]
 
     sig = (types.int32[::1],)
-    blocks = min(2, runtime.cooperative_grid_limit(_probe, sig, 32))
+    blocks = min(2, BACKEND.resident_limit(_probe, sig, 32))
     a = cuda.to_device(np.zeros(2, np.int32))
     _probe[blocks, 32](a)
     cuda.synchronize()
@@ -106,10 +107,10 @@ def report() -> tuple[str, list[str]]:
     lines.append("kernels-lab doctor")
     requested = os.environ.get(runtime.BACKEND_ENV, "") or "auto"
     if runtime.BACKEND_ERROR:
-        item("backend", f"{runtime.BACKEND} for this report only: {runtime.BACKEND_ENV}={requested} cannot be used")
+        item("backend", f"{runtime.BACKEND_NAME} for this report only: {runtime.BACKEND_ENV}={requested} cannot be used")
         problems.append(runtime.BACKEND_ERROR)
     else:
-        item("backend", f"{runtime.BACKEND} ({runtime.BACKEND_ENV}={requested}; set gpu|sim|ptx to choose)")
+        item("backend", f"{runtime.BACKEND_NAME} ({runtime.BACKEND_ENV}={requested}; set gpu|sim|ptx to choose)")
     item("device", _safely(lambda: (True, runtime.device_facts().describe()))[1])
     gpu_ok, gpu_why = _safely(capabilities.gpu)
     if not runtime.ON_GPU:

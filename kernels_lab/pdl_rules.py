@@ -36,7 +36,6 @@ and `check_grouped` are the lesson's other two checks.
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -202,17 +201,13 @@ def _pipeline(g: Any, members: list[tuple[Any, int, tuple]], seed: int) -> dict[
     the earlier kernel's with the PDL attribute where the GPU has PDL. On a GPU the sequence runs
     twice and the second run is reported: a kernel's module loads at its first launch (CUDA's lazy
     loading), which holds the host back and would show in the timeline as a gap that is not PDL's."""
-    from .runtime import ON_GPU, cuda
+    from .backend import BACKEND
+    from .runtime import cuda
     from .workloads import quantize_group as qg
-    use_pdl = qg.pdl_available()[0]
+    use_pdl = BACKEND.pdl()[0]
     launches = [*members, (qg.consumer_kernel, g.g, (g.q, g.offsets, g.scales, g.checksums, g.stamps, g.g + 1, 0))]
-    if ON_GPU:
-        from .launch_paths import PreboundLaunch
-        bound = [PreboundLaunch(k, grid, qg.BLOCK, args, 0, programmatic_stream_serialization=use_pdl)
-                 for k, grid, args in launches]
-    else:
-        bound = [functools.partial(k[grid, qg.BLOCK], *args) for k, grid, args in launches]
-    for _ in range(2 if ON_GPU else 1):
+    bound = [BACKEND.launcher(k, grid, qg.BLOCK, args, 0, pdl=use_pdl) for k, grid, args in launches]
+    for _ in range(BACKEND.size(gpu=2, simulator=1)):  # the simulator loads no modules: once is enough
         g.reset(seed)
         qg.producer_kernel[g.producer_grid, qg.BLOCK](g.data, g.seed, g.stamps)
         for launch in bound:
@@ -248,8 +243,8 @@ def kernel_switches(kernel: Any) -> tuple[bool, bool]:
     """(waits, triggers) of a kernel that has run: from its PTX on a GPU (griddepcontrol.wait /
     .launch_dependents anywhere in it), from the calls its threads made on the simulator (read
     and reset here). Either way it says whether the instruction is there, not where."""
-    from .runtime import ON_SIMULATOR
-    if ON_SIMULATOR:
+    from .backend import BACKEND
+    if BACKEND.can_trace:  # it sees every thread's calls
         from .intrinsics import SIM_CALLS
         seen = dict(SIM_CALLS)
         SIM_CALLS.update(wait=0, trigger=0)
@@ -328,22 +323,23 @@ def grouped_outputs(kernel: Any, sizes: Sequence[int], seed: int = 1) -> dict[st
     """Earlier kernel -> the student's grouped kernel (G blocks of quantize_group.BLOCK threads, the
     PDL attribute set like every launch here) -> later kernel; as group_outputs, plus "grouped":
     whether the kernel waits and triggers, or why it cannot be run."""
+    from .backend import BACKEND
     from .grading.child import entry_problem
-    from .runtime import ON_SIMULATOR
     from .workloads import quantize_group as qg
     problem = entry_problem(kernel, "kernel", "the grouped kernel")
     if problem:
         return {"grouped": {"problem": problem}}
     g = qg.Group(list(sizes))
-    if ON_SIMULATOR:
+    watched = BACKEND.can_trace  # every thread's calls and reads are seen; else the compiled PTX tells
+    if watched:
         kernel_switches(kernel)  # zero the call counts: the earlier and later kernels make no PDL calls
-    with _reads_before_wait(kernel) if ON_SIMULATOR else contextlib.nullcontext([]) as early:
+    with _reads_before_wait(kernel) if watched else contextlib.nullcontext([]) as early:
         out = _pipeline(g, [(kernel, g.g, (g.data, g.offsets, g.q, g.scales))], seed)
     waits, triggers = kernel_switches(kernel)
-    if not ON_SIMULATOR:
+    if not watched:
         early = [r] if (r := ptx_read_before_wait("\n".join(kernel.inspect_asm().values()))) else []
     return {**out, "grouped": {"waits": waits, "triggers": triggers, "reads_first": early[0] if early else None,
-                               "found_by": "the calls and reads its threads made" if ON_SIMULATOR else "its PTX"}}
+                               "found_by": "the calls and reads its threads made" if watched else "its PTX"}}
 
 
 # -- the lesson's check ------------------------------------------------------------------------
@@ -381,10 +377,11 @@ def check_switches(rule: Callable[[int], Sequence[Sequence[bool]]] | None, group
         more = [str(other) for other in failing if other != g]
         raise AssertionError("group_switches: " + "\n  ".join(lines)
                              + (f"\n  (wrong too for G = {', '.join(more)})" if more else ""))
-    from .workloads import quantize_group as qg
+    from .backend import BACKEND
     problem = run_group(answer, run_sizes)  # the answer for a group of len(run_sizes), asked once above
-    how = ("with PDL on this GPU" if qg.pdl_available()[0] else
-           f"with plain launches ({qg.pdl_available()[1]}: griddepcontrol does nothing there, so this run checks the "
+    pdl, why = BACKEND.pdl()
+    how = ("with PDL on this GPU" if pdl else
+           f"with plain launches ({why}: griddepcontrol does nothing there, so this run checks the "
            f"values, not the overlap)")
     if problem is not None:
         raise AssertionError(f"group_switches: the rules hold, but a group of {len(run_sizes)} run {how} was wrong: "
@@ -502,8 +499,7 @@ def check_grouped(kernel: Any, sizes: Sequence[int] = GROUPED_SIZES, blocks: Seq
 
 RULES, OVERLAP, RUN, TIMELINE = ("rules (no early read)", "overlap kept", "correct group run",
                                   "overlap on the timeline")
-SIM_NOTE = ("the simulator has no PDL: this run checks the kernels, not the overlap; the rules check above is what "
-            "grades the placement")
+NO_PDL_NOTE = "this run checks the kernels, not the overlap; the rules check above is what grades the placement"
 
 
 def case_sizes(n: int, g: int, seed: int) -> list[int]:
@@ -563,9 +559,9 @@ class SwitchesJudge:
     checks = (RULES, OVERLAP, RUN, TIMELINE)  # the ids the exercise's points may use (grading.judge)
 
     def not_counted(self, check: str) -> str | None:
-        from .workloads import quantize_group as qg
-        if check == TIMELINE and not qg.pdl_available()[0]:
-            return f"the timeline shows PDL's overlap only on a GPU with PDL ({qg.pdl_available()[1]}); not counted here"
+        from .backend import BACKEND
+        if check == TIMELINE and not (pdl := BACKEND.pdl())[0]:
+            return f"the timeline shows PDL's overlap only on a GPU with PDL ({pdl[1]}); not counted here"
         return None
 
     def job(self, case: Any) -> dict[str, Any]:
@@ -581,7 +577,7 @@ class SwitchesJudge:
 
     def score(self, case: Any, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
         """got: the case's grading.records.Run (value, ran, run_error)."""
-        from .runtime import ON_SIMULATOR
+        from .backend import BACKEND
         from .workloads import quantize_group as qg
         g = job["argument"]
         ran, error = got.ran, got.run_error
@@ -599,8 +595,7 @@ class SwitchesJudge:
         rules, overlap = checks
         early = rules[1] is False
         pdl = bool(isinstance(ran, dict) and ran.get("pdl") is True)
-        how = "run with PDL on this GPU" if pdl else (SIM_NOTE if ON_SIMULATOR else
-                                                      f"plain launches: {qg.pdl_available()[1]}")
+        how = "run with PDL on this GPU" if pdl else f"plain launches ({BACKEND.pdl()[1]}): {NO_PDL_NOTE}"
         if error or not isinstance(ran, dict):
             why = (f"{job['about']}: the run failed: {error.type}: {error.message[:300]}" if error else
                    f"{job['about']}: the run failed: the child returned no run")

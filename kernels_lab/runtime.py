@@ -2,9 +2,9 @@
 
 Everything in kernels_lab imports this module first. It picks the back-end, applies the
 numpy shim numba-cuda 0.30 needs on numpy >= 2.5, and answers questions about the device
-(name, compute capability, SMs, L2, how big a persistent grid may be). Where the simulator
-cannot do what a GPU does, the difference is decided here and nowhere else (what it lacks and
-can be given, warp operations among them, is added by sim_device.py, installed from here).
+(name, compute capability, SMs, L2). What each back-end does differently (jit options, launches,
+grids, sizes, timing) is the object backend.BACKEND built from this decision; what the simulator
+lacks and can be given, warp operations among them, is added by sim_device.py, installed from here.
 
 Back-end choice, in order:
   KERNELS_LAB_BACKEND=gpu  -> a real GPU, or a clear error if there is none;
@@ -99,15 +99,15 @@ def _invoked_as_cli() -> bool:
 
 BACKEND_ERROR: str | None = None  # set only in the CLI: the back-end request that could not be met
 try:
-    BACKEND: str = _choose_backend()
+    BACKEND_NAME: str = _choose_backend()
 except BackendError as _e:
     if not _invoked_as_cli():
         raise
-    BACKEND_ERROR, BACKEND = str(_e), "simulator"  # the CLI reports it; doctor still runs
-if _numba_already_imported_with_other_backend(BACKEND):
+    BACKEND_ERROR, BACKEND_NAME = str(_e), "simulator"  # the CLI reports it; doctor still runs
+if _numba_already_imported_with_other_backend(BACKEND_NAME):
     raise BackendError(f"numba.cuda was imported before kernels_lab with the other back-end; "
                        f"import kernels_lab first (or set {_SIM_ENV} consistently)")
-if BACKEND == "simulator":
+if BACKEND_NAME == "simulator":
     os.environ[_SIM_ENV] = "1"
 apply_numpy_shim()
 
@@ -148,30 +148,12 @@ def _fix_simulator_shared_arrays() -> None:
     kernelapi.FakeCUDAShared.array = array
 
 
-ON_GPU: bool = BACKEND == "gpu"
-ON_SIMULATOR: bool = BACKEND == "simulator"  # "ptx" is neither: real compiler, no device
+ON_GPU: bool = BACKEND_NAME == "gpu"
+ON_SIMULATOR: bool = BACKEND_NAME == "simulator"  # "ptx" is neither: real compiler, no device
 if ON_SIMULATOR:
     _fix_simulator_shared_arrays()
     from .sim_device import install as _install_sim_device
     _install_sim_device()  # warp shuffles, votes and masks (kernels_lab/sim_device.py)
-
-# The simulator runs each block's threads as Python threads, one block after another.
-# These are the sizes it can run in seconds; demos and lessons shrink to them.
-SIM_PERSISTENT_BLOCKS = 2
-SIM_COOPERATIVE_BLOCKS = 1  # its grid sync is only a block barrier
-# Set by time, not memory: `profile elementwise` (4 variants, traced) took 20 s at 2^15 elements on two
-# cores and 160 s at 2^18 (2026-12-04); past this the CLI refuses, saying so.
-SIM_MAX_ELEMENTS = 1 << 15
-
-
-def simulator_size_problem(size) -> str | None:
-    """Why `size` (a core.Size) is too large to simulate in reasonable time here, or None."""
-    if not ON_SIMULATOR or size.elements <= SIM_MAX_ELEMENTS:
-        return None
-    return (f"size {size} is {size.elements:,} elements: on the CUDA simulator every GPU thread is a Python "
-            f"thread, so this would run for a very long time; use at most {SIM_MAX_ELEMENTS:,} elements here "
-            f"(or run on a GPU)")
-
 
 @dataclass(frozen=True)
 class DeviceFacts:
@@ -197,7 +179,7 @@ class DeviceFacts:
 @functools.lru_cache(maxsize=1)
 def device_facts() -> DeviceFacts:
     if not ON_GPU:
-        return DeviceFacts(BACKEND, "numba CUDA simulator" if ON_SIMULATOR else "no device (PTX only)", (9, 0), 1, 0, 0)
+        return DeviceFacts(BACKEND_NAME, "numba CUDA simulator" if ON_SIMULATOR else "no device (PTX only)", (9, 0), 1, 0, 0)
     dev = cuda.get_current_device()
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     _free, total = cuda.current_context().get_memory_info()
@@ -205,44 +187,7 @@ def device_facts() -> DeviceFacts:
                        int(dev.L2_CACHE_SIZE), int(total), int(dev.MAX_THREADS_PER_MULTIPROCESSOR))
 
 
-def free_device_memory() -> int | None:
-    """Bytes free on the GPU, or None on the simulator (host memory backs it)."""
-    if not ON_GPU:
-        return None
-    return int(cuda.current_context().get_memory_info()[0])
-
-
-def persistent_grid(kernel, signature, block: int, dynamic_smem: int = 0) -> int:
-    """Blocks for a grid sized to the machine: resident blocks per SM x SMs.
-
-    `signature` is the kernel's argument-type tuple (it is compiled for it if needed).
-    On the simulator there is no occupancy: a small fixed grid, so loops still iterate.
-    """
-    if not ON_GPU:
-        return SIM_PERSISTENT_BLOCKS
-    return int(kernel.compile(signature).max_cooperative_grid_blocks(block, dynamic_smem))
-
-
-def cooperative_grid_limit(kernel, signature, block: int, dynamic_smem: int = 0) -> int:
-    """The largest grid whose blocks can all be resident at once (needed for grid sync)."""
-    if not ON_GPU:
-        return SIM_COOPERATIVE_BLOCKS
-    return persistent_grid(kernel, signature, block, dynamic_smem)
-
-
-def require_coresident(kernel, signature, grid: int, block: int, dynamic_smem: int = 0) -> None:
-    """A grid-synchronising kernel deadlocks (or is refused) unless every block is resident at once."""
-    limit = cooperative_grid_limit(kernel, signature, block, dynamic_smem)
-    if grid > limit:
-        where = "the simulator runs grid sync in one block only" if not ON_GPU else \
-            f"{device_facts().sm_count} SMs x resident blocks per SM at block {block}"
-        raise BackendError(f"a grid of {grid} blocks cannot be co-resident: at most {limit} ({where}); "
-                           f"use a smaller grid and loop inside the kernel")
-
-
 def host_view(mapped):
-    """The host's NumPy view of a cuda.mapped_array (the simulator wraps it in a fake array)."""
-    import numpy as np
-    if ON_SIMULATOR:
-        return mapped._ary  # the simulator's FakeCUDAArray holds the shared buffer here
-    return np.asarray(mapped).view(np.ndarray)
+    """backend.BACKEND.host_view, for decode_protocol.py until its owner moves it to BACKEND (then delete)."""
+    from .backend import BACKEND
+    return BACKEND.host_view(mapped)

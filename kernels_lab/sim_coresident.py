@@ -33,6 +33,11 @@ def mark(kernel) -> None:
     setattr(kernel.py_func, _MARK, True)
 
 
+def is_marked(kernel) -> bool:
+    """Was this kernel marked (its blocks run side by side)?"""
+    return _marked(getattr(kernel, "py_func", None))
+
+
 def _marked(f) -> bool:
     return getattr(f, _MARK, False)
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from kernels_lab import pdl_rules
+from kernels_lab.backend import BACKEND
 from kernels_lab.core import Case, Exercise, Size
 from kernels_lab.grading import report
 from kernels_lab.grading.child import run_data_case
@@ -23,7 +24,6 @@ from kernels_lab.grading.records import Run
 from kernels_lab.grading.sandbox import ChildRun, build_cases, load_judge
 from kernels_lab.lessons import solution_source
 from kernels_lab.runtime import ON_SIMULATOR
-from kernels_lab.workloads.quantize_group import pdl_available
 from sources import SUBMISSIONS
 
 EX = get_exercise("group_switches")
@@ -55,7 +55,7 @@ def _in_process(entry, name):
 
 def test_the_exercise_is_declared_with_one_maximum():
     assert EX.kind == "data" and EX.lesson == "06" and EX.variant == "pdl" and EX.workload == "quantize_group"
-    timeline = 1.0 if pdl_available()[0] else 0.0  # the timeline counts on a GPU with PDL only
+    timeline = 1.0 if BACKEND.pdl()[0] else 0.0  # the timeline counts on a GPU with PDL only
     assert counted_checks(EX) == {RULES: 4.0, OVERLAP: 2.0, RUN: 3.0, TIMELINE: timeline}
     assert max_score(EX) == 9 + timeline and EX.max_score == 10
     cases = build_cases(EX)
@@ -108,7 +108,7 @@ def test_the_lesson_solution_gets_full_marks():
     g = _grade("solution")
     assert g.outcome == "graded" and g.score == g.max_score == max_score(EX), report.text(g)
     if ON_SIMULATOR:
-        assert pdl_rules.SIM_NOTE in _out(g, RUN)
+        assert pdl_rules.NO_PDL_NOTE in _out(g, RUN)
         assert "on a GPU with PDL" in _out(g, TIMELINE)
 
 
@@ -188,7 +188,7 @@ def test_wrong_placements_lose_exactly_their_points_and_name_the_member(name, sc
     assert {k: got[k] for k in (RULES, OVERLAP)} == {k: scores[k] for k in (RULES, OVERLAP)}, report.text(g)
     if ON_SIMULATOR:  # plain launches: right whatever the switches, credited only where the rules hold
         assert got == {**scores, TIMELINE: 0} and g.score == sum(scores.values()), report.text(g)
-        assert pdl_rules.SIM_NOTE in _out(g, RUN)
+        assert pdl_rules.NO_PDL_NOTE in _out(g, RUN)
     if not scores[RULES]:
         assert "not checked where a member may read too early" in _out(g, OVERLAP)
         if ON_SIMULATOR:  # on a GPU with PDL a run of these switches may come out wrong: then it says how
@@ -210,7 +210,7 @@ def test_the_untouched_stub_earns_nothing():
 def test_on_a_gpu_with_pdl_the_run_uses_pdl():
     g = _grade("solution")
     assert g.score == g.max_score == max_score(EX), report.text(g)
-    if pdl_available()[0]:
+    if BACKEND.pdl()[0]:
         assert g.max_score == 10 and "run with PDL on this GPU" in _out(g, RUN)
         assert "every member began its work while the member before it still ran" in _out(g, TIMELINE)
 

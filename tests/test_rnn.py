@@ -10,7 +10,8 @@ import pytest
 
 from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.core import get_workload
-from kernels_lab.runtime import ON_GPU, cuda, host_view
+from kernels_lab.backend import BACKEND
+from kernels_lab.runtime import ON_GPU, cuda
 from kernels_lab.workloads import rnn
 from sources import submission
 
@@ -76,7 +77,7 @@ def test_a_flag_barrier_that_never_opens_is_an_error_not_a_hang():
     assert lay.blocks == 2
     inputs, out = to_device(W.make_inputs(size, np.random.default_rng(0))), poisoned(W.output_specs(size))
     status = cuda.mapped_array(1, np.int32)
-    host_view(status)[0] = 0
+    BACKEND.host_view(status)[0] = 0
     args = (inputs["W"], inputs["u"], out["h"], cuda.to_device(np.zeros(3, np.int32)), status, np.int32(20))
     launch = rnn.PersistentLaunch(rnn.persistent_kernel(lay, "flag"), lay, args, status, 0)
     launch()

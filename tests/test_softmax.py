@@ -229,9 +229,10 @@ def test_split_layouts_by_width():
 
 @pytest.mark.skipif(ON_GPU, reason="the simulator's side-by-side limit")
 def test_split_refuses_a_row_whose_blocks_cannot_all_be_resident():
-    cols = (sp.SIM_RESIDENT_BLOCKS + 1) * sp.SLICE_FLOATS
+    from kernels_lab.sim_coresident import RESIDENT_BLOCKS
+    cols = (RESIDENT_BLOCKS + 1) * sp.SLICE_FLOATS
     why = W.variant("split").why_not(W.size(rows=2, cols=cols))
-    assert why is not None and f"needs {sp.SIM_RESIDENT_BLOCKS + 1} blocks" in why and "`online`" in why
+    assert why is not None and f"needs {RESIDENT_BLOCKS + 1} blocks" in why and "`online`" in why
     x = cuda.to_device(np.ones((1, cols), np.float32))
     with pytest.raises(ArgumentError, match="resident at once"):
         W.variant("split").bind({"x": x}, {"out": cuda.device_array_like(x)})

@@ -42,7 +42,7 @@ def test_a_size_the_device_cannot_hold_says_how_much_it_needs(monkeypatch):
 
     from kernels_lab import get_workload
     from kernels_lab.profile import measure
-    monkeypatch.setattr(measure, "free_device_memory", lambda: 1 << 30)
+    monkeypatch.setattr(measure.BACKEND, "free_memory", lambda: 1 << 30)
     w = get_workload("elementwise")
     with pytest.raises(measure.MeasurementError, match=r"needs about 5\.5 GiB .* 1\.0 GiB are free"):
         measure.check_fits(w, list(w.variants.values()), w.size(1 << 28))

@@ -31,7 +31,7 @@ def _preflight(args: argparse.Namespace) -> None:
     from .. import runtime
     if runtime.BACKEND_ERROR and args.command != "doctor":
         raise UsageError(runtime.BACKEND_ERROR)
-    if runtime.BACKEND == "ptx" and args.command in ("demo", "profile", "bench", "timeline"):
+    if runtime.BACKEND_NAME == "ptx" and args.command in ("demo", "profile", "bench", "timeline"):
         raise UsageError(f"{runtime.BACKEND_ENV}=ptx compiles kernels but cannot launch them; "
                          f"`{args.command}` needs {runtime.BACKEND_ENV}=gpu or sim (or unset it)")
 

@@ -38,8 +38,8 @@ def check_n_or_size(args: argparse.Namespace) -> None:
 
 def check_sim_size(size) -> None:
     """On the simulator, refuse sizes that would run for many minutes, saying what to do instead."""
-    from ..runtime import simulator_size_problem
-    if (problem := simulator_size_problem(size)) is not None:
+    from ..backend import BACKEND
+    if (problem := BACKEND.size_problem(size.elements, size)) is not None:
         raise UsageError(problem)
 
 

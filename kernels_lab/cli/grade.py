@@ -124,10 +124,10 @@ def _list_exercises(args: argparse.Namespace) -> int:
     import textwrap
 
     from ..grading.grade import max_score
-    from ..runtime import BACKEND
+    from ..runtime import BACKEND_NAME
     for e in _exercises(args.exercises).values():
         here = max_score(e)
-        print(f"{e.name:<17} lesson {e.lesson}  {e.title} ({here:g} points here on the {BACKEND}"
+        print(f"{e.name:<17} lesson {e.lesson}  {e.title} ({here:g} points here on the {BACKEND_NAME}"
               + (f", {e.max_score:g} with every check" if here != e.max_score else "")
               + f"; workload {e.workload}, budgets from its {e.variant!r} variant)")
         print(textwrap.indent(e.signature, " " * 18))

@@ -13,14 +13,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view
+from ..backend import BACKEND
+from ..runtime import cuda
 from .hostpath import (ANSWERED, CLOSED, FULL, HEADER, NEXT, PUBLISHED, close, collect, make_request, new_book,
                        reserve, wait_for_mark, warm_up, word_address)
 from .kernel import BLOCK, CONSUMER_KERNELS, EXIT_IDLE_BUDGET, PROTOCOLS, default_protocol, dot_kernel
 
 # Host-side handles, bound at import (cheaper on the hot path than attribute look-ups).
-_mapped_array, _to_device, _stream, _event, _synchronize, _defer_cleanup = (
-    cuda.mapped_array, cuda.to_device, cuda.stream, cuda.event, cuda.synchronize, cuda.defer_cleanup)
+_mapped_array, _to_device, _synchronize, _defer_cleanup = (
+    cuda.mapped_array, cuda.to_device, cuda.synchronize, cuda.defer_cleanup)
 
 class ConsumerError(RuntimeError):
     """The persistent consumer cannot take or answer this request."""
@@ -91,11 +92,11 @@ class PersistentConsumer:
             raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
         if slots < 1:
             raise ValueError("slots must be >= 1")
-        blocks = blocks or (1 if ON_SIMULATOR else min(4, slots))
-        if ON_SIMULATOR and blocks != 1:
-            raise ValueError("the simulator runs one consumer block (its blocks run one after another)")
-        if ON_GPU and blocks > device_facts().sm_count:
-            raise ValueError(f"{blocks} blocks: at most one per SM ({device_facts().sm_count}) keeps them all resident")
+        resident = BACKEND.resident_blocks(1)  # one block per SM: every block polls, none may wait for a slot
+        blocks = blocks or min(4, slots, resident)
+        if blocks > resident:
+            raise ValueError(f"{blocks} blocks: at most {resident} can all be resident here "
+                             f"(one per SM; the simulator runs its blocks one after another)")
         if blocks > slots:
             raise ValueError(f"{blocks} blocks need at least as many slots (got {slots})")
         self.size, self.slots, self.blocks, self.echo, self.protocol = weights.size, slots, blocks, echo, protocol
@@ -110,7 +111,7 @@ class PersistentConsumer:
         self._d = {"seq": m(slots, np.int32), "answer": m(slots, np.int64), "rows": m(rows[0], np.float32),
                    "words": m(rows[1], np.int64), "ctrl": m(2, np.int32), "status": m((blocks, 4), np.int64),
                    "stamps": m(2 * slots, np.int64)}
-        self._h = {k: host_view(v) for k, v in self._d.items()}
+        self._h = {k: BACKEND.host_view(v) for k, v in self._d.items()}
         for v in self._h.values():
             v[...] = 0
         # hot-path handles: the answer words' address, the value halves (little-endian low words)
@@ -143,14 +144,7 @@ class PersistentConsumer:
         d = self._d
         args = (d["seq"], d["answer"], d["rows"], d["words"], d["ctrl"], d["status"], d["stamps"], self._weights,
                 np.int64(self._idle_ns), np.int64(self._hot_ns), np.int32(self.echo))
-        if ON_SIMULATOR:
-            self._thread = threading.Thread(target=lambda: self._kernel[1, BLOCK](*args), daemon=True)
-            self._thread.start()
-        else:
-            self._stream = _stream()
-            self._kernel[self.blocks, BLOCK, self._stream](*args)
-            self._finished = _event(timing=False)
-            self._finished.record(self._stream)
+        self._running = BACKEND.start(self._kernel, self.blocks, BLOCK, args)
         self._book[CLOSED] = 0
         self._state = "running"
         return self
@@ -163,10 +157,9 @@ class PersistentConsumer:
         if self._state == "new":
             return False
         if self._exit_codes_set():
-            if ON_SIMULATOR:
-                self._thread.join(5)  # the simulator runs one kernel at a time: let this one finish
+            self._running.settle(5)
             return True
-        return not self._thread.is_alive() if ON_SIMULATOR else self._finished.query()
+        return self._running.done()
 
     def status(self) -> dict[str, Any]:
         s = self._h["status"]
@@ -193,8 +186,7 @@ class PersistentConsumer:
             if time.monotonic() > deadline + timeout:
                 raise ConsumerError("the consumer kernel did not exit after the stop flag (GPU wedged?)")
             time.sleep(1e-4)
-        if ON_GPU:
-            _synchronize()
+        self._running.finish()
         self._no_frees.__exit__(None, None, None)  # the kernel is gone: frees may run again
         with self._slot_free:
             self._state = "stopped"
@@ -204,7 +196,7 @@ class PersistentConsumer:
         return sorted(self._abandoned)
 
     def _all_blocks_left(self) -> bool:
-        return not self._thread.is_alive() if ON_SIMULATOR else self._finished.query()
+        return self._running.done()
 
     def __enter__(self) -> "PersistentConsumer":
         return self.start() if self._state == "new" else self
@@ -238,7 +230,7 @@ class PersistentConsumer:
         while True:
             if self._state != "running":
                 raise ConsumerStopped(f"{caller}(): the consumer is {self._state}")
-            if self._ctrl[0] == 2 or (ON_SIMULATOR and not self._thread.is_alive()):  # 2: a block ran out of budget
+            if self._ctrl[0] == 2 or self._running.known_ended():  # 2: a block ran out of budget
                 raise ConsumerError(f"{caller}(): " + self._died_message())
             t = reserve(self._book)
             if t >= 0:
@@ -332,9 +324,9 @@ class LaunchPerRequest:
         padded = _padded(_check_payload(weights, weights.size), 4)  # the same 16-byte rows as the queue's
         self._payloads = _mapped_array(batch * padded.size, np.float32)
         self._results = _mapped_array(batch, np.float32)
-        host_view(self._payloads)[...] = 0  # the rows' padding stays zero
-        self._hp = host_view(self._payloads).reshape(batch, padded.size)[:, :self.size]
-        self._hr = host_view(self._results)
+        BACKEND.host_view(self._payloads)[...] = 0  # the rows' padding stays zero
+        self._hp = BACKEND.host_view(self._payloads).reshape(batch, padded.size)[:, :self.size]
+        self._hr = BACKEND.host_view(self._results)
         self._weights = _to_device(padded)
         self._lock = threading.Lock()  # one GPU queue: concurrent callers take turns
         self._launch = dot_kernel[batch, BLOCK]

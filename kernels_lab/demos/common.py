@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..backend import BACKEND
 from ..core import Size, Workload
 from ..errors import UsageError
-from ..runtime import ON_GPU, device_facts, simulator_size_problem
 
 
 def chosen_size(workload: Workload, args: argparse.Namespace) -> Size:
     """--size / --n, else the back-end's default; on the simulator a size that would run for many
     minutes is refused, saying what to do instead."""
     size = workload.chosen_size(args.size, args.n)
-    if (args.size or args.n is not None) and (problem := simulator_size_problem(size)) is not None:
+    if (args.size or args.n is not None) and (problem := BACKEND.size_problem(size.elements, size)) is not None:
         raise UsageError(problem)
     return size
 
@@ -34,10 +34,10 @@ def heading(text: str) -> None:
 
 def opening(size: Size | None = None, note: str | None = None) -> None:
     """The back-end, why the size is what it is, and what the simulator cannot tell."""
-    print(f"backend: {device_facts().describe()}")
+    print(f"backend: {BACKEND.describe()}")
     if note:
         print(note)
-    if not ON_GPU:
+    if not BACKEND.can_time:
         at = f" at a small size ({size})" if size is not None else ""
         heading(f"Run here, on numba's CUDA simulator{at}: correctness, launches and bytes "
                 f"(timings are not available there)")
@@ -92,7 +92,7 @@ def checked_then_timed(workload: Workload, size: Size, reps: int) -> list[dict[s
     reference of 2^28 elements and the checks at full size take most of a minute; the timing a second),
     then timed at `size`. On the simulator: one run at `size`, checked and traced."""
     from ..profile.measure import measure_workload
-    small = check_size(workload, size) if ON_GPU else size
+    small = check_size(workload, size) if BACKEND.can_time else size
     if small == size:
         return measure_workload(workload, size, reps=reps)
     measure_workload(workload, small, reps=1)
@@ -104,7 +104,7 @@ def checked_then_timed(workload: Workload, size: Size, reps: int) -> list[dict[s
 def copy_ceiling(elements: int) -> float | None:
     """On a GPU: the copy ceiling measured now (the yardstick of every GB/s the demo quotes), printed
     with its candidates; None on the simulator."""
-    if not ON_GPU:
+    if not BACKEND.can_time:
         return None
     from ..profile.ceiling import measure_copy_ceiling
     c = measure_copy_ceiling(n=min(elements, 1 << 28))

@@ -6,9 +6,9 @@ import argparse
 
 import numpy as np
 
+from ..backend import BACKEND
 from ..consumer import LaunchPerRequest, PersistentConsumer, default_protocol, reference
 from ..profile import plots, results
-from ..runtime import ON_GPU, device_facts
 from . import Demo
 from .common import opening, show_committed
 
@@ -49,7 +49,7 @@ def narrate(records: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not ON_GPU:
+    if not BACKEND.can_time:
         opening()
         rng = np.random.default_rng(0)
         w = rng.standard_normal(64).astype(np.float32)
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         show_committed("consumer_h200.json", lambda doc: table(doc["records"]) + "\n" + narrate(doc["records"]),
                        args.out, "consumer")
         return 0 if ok else 1
-    print(f"backend: {device_facts().describe()}")
+    print(f"backend: {BACKEND.describe()}")
     from ..profile.consumer_bench import measure_consumer
     # the README's payload (1 KiB = 256 floats) only: every mode's latency and throughput in a few seconds
     records = measure_consumer(payload_floats=(plots.HEADLINE_PAYLOAD // 4,), producers=(1, 4), requests=1000,

@@ -14,10 +14,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..backend import BACKEND
 from ..core import Size, get_workload
 from ..profile import plots, results
 from ..profile.measure import measure_workload
-from ..runtime import ON_GPU
 from . import Demo
 from .common import Column, chosen_size, opening, results_table, show_committed, workload_columns
 
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     meta = results.make_meta(args.command_line, None)
     json_path = results.dump(meta, records, args.json)
     print(f"\nwrote {json_path} and {plots.variant_bars(records, meta, args.figure)}")
-    if not ON_GPU:
+    if not BACKEND.can_time:
         show_committed(COMMITTED, table)
     return 0
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from ..backend import BACKEND
 from ..core import get_workload
 from ..profile import plots, results
 from ..profile.measure import bytes_needed
-from ..runtime import ON_GPU, free_device_memory
 from . import Demo
 from .common import TIMED_COLUMNS, checked_then_timed, chosen_size, copy_ceiling, opening, results_table, show_committed
 
@@ -22,7 +22,7 @@ def sized_for_this_device(workload):
     outputs and intermediates fit in the GPU's free memory (with room for the L2 flush buffer): a 16 GiB T4
     runs what an H200 runs, smaller. Returns (size, a note saying why it is smaller, or None)."""
     size = workload.default_size()
-    free = free_device_memory()
+    free = BACKEND.free_memory()
     if free is None:
         return size, None
     size = workload.size(min(size.n, DEMO_N))
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     json_path = results.dump(meta, records, args.json)
     png = plots.variant_bars(records, meta, args.figure)
     print(f"\nwrote {json_path} and {png}")
-    if not ON_GPU:
+    if not BACKEND.can_time:
         show_committed("elementwise_h200.json", lambda doc: results_table(doc["records"], TIMED_COLUMNS)
                        + "\n" + narrate(doc["records"], doc["meta"].get("ceiling_GBs")))
     return 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..backend import BACKEND
 from ..profile import plots, results
-from ..runtime import ON_GPU, device_facts
 from . import Demo
 from .common import show_committed
 
@@ -35,8 +35,8 @@ def rung_lines(rungs: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(f"backend: {device_facts().describe()}")
-    if not ON_GPU:
+    print(f"backend: {BACKEND.describe()}")
+    if not BACKEND.can_time:
         print("Nothing runs here: the simulator cannot time launches (it runs kernels as Python threads).")
         show_committed("ladder_h200.json", lambda doc: rung_lines(doc["records"]) + "\n" + narrate(doc["records"]),
                        args.out, "launch")

@@ -7,9 +7,9 @@ import argparse
 import warnings
 
 from .. import pdl_rules
+from ..backend import BACKEND
 from ..workloads import quantize_group as pdl
 from ..profile import plots, results
-from ..runtime import ON_GPU, device_facts
 from . import Demo
 from .common import heading, show_committed
 
@@ -54,14 +54,14 @@ def narrate(records: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(f"backend: {device_facts().describe()}")
+    print(f"backend: {BACKEND.describe()}")
     print(RULES)
     for g in (1, 2, 4):
         print(f"  G={g}: (wait, trigger, order) per member = {pdl.pdl_switches(g)}")
     print("  the first two rules alone, G=4, judged (kernels_lab/pdl_rules.py):")
     for f in pdl_rules.findings(pdl.pdl_switches(4, "unordered")):
         print(f"    {f.kind}: {f.message}")
-    if not ON_GPU:
+    if not BACKEND.can_time:
         heading("Run here, on numba's CUDA simulator: the correct variants' values; no timings, and PDL's "
                 "instructions do nothing there (no overlap)")
         group = pdl.Group([7, 300, 45])

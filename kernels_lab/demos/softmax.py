@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..backend import BACKEND
 from ..core import Size, get_workload
 from ..profile import plots, results
-from ..runtime import ON_GPU
 from . import Demo
 from .common import TIMED_COLUMNS, checked_then_timed, chosen_size, copy_ceiling, opening, results_table, show_committed
 
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     json_path = results.dump(meta, records, args.json)
     png = plots.variant_bars(records, meta, args.figure)
     print(f"\nwrote {json_path} and {png}")
-    if not ON_GPU:
+    if not BACKEND.can_time:
         show_committed("softmax_h200.json", benchmark_table)
     return 0
 

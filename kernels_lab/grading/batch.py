@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from ..core import Exercise
 from ..errors import UsageError
-from ..runtime import BACKEND
+from ..runtime import BACKEND_NAME
 from .grade import Grade, TestResult, content_hash, failed_grade, grade, max_score
 from .submission import SubmissionError, load_source
 
@@ -80,7 +80,7 @@ def _previous(ex: Exercise, path: Path, out_dir: Path | None, **kw) -> Grade | N
     except (OSError, ValueError, SubmissionError):
         return None
     if d.get("content_hash") != content_hash(source) or d.get("exercise") != ex.name \
-            or d.get("backend") != BACKEND or d.get("max_score") != max_score(ex, kw.get("compile_gate", True),
+            or d.get("backend") != BACKEND_NAME or d.get("max_score") != max_score(ex, kw.get("compile_gate", True),
                                                                              kw.get("sanitizers", True)):
         return None
     try:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core import Exercise
-from ..runtime import BACKEND, ON_GPU, ON_SIMULATOR
+from ..runtime import BACKEND_NAME, ON_GPU, ON_SIMULATOR
 from . import compile_gate as gate_module
 from . import judge as J
 from . import sandbox
@@ -63,7 +63,7 @@ class Grade:
     stdout: str = ""
     stderr: str = ""
     content_hash: str = ""   # sha256 of the graded source: a re-run skips a submission that did not change
-    backend: str = BACKEND
+    backend: str = BACKEND_NAME
     protections: list[tuple[str, bool, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)   # for the instructor: the environment, not the student
 
@@ -209,7 +209,7 @@ def _assemble(ex: Exercise, submission: str, source: str, run: ChildRun, tests: 
     summary = head + ("" if not hint_texts else "\nhints:\n" + "\n".join(f"- {h}" for h in hint_texts))
     return Grade(ex.name, submission, round(score, 3), total, "graded" if run.outcome == "ok" else run.outcome,
                  summary, tests, run.seconds, [{"name": "score", "value": round(score, 3)}, *leaderboard],
-                 run.stdout, run.stderr, content_hash(source), BACKEND, protections(), notes)
+                 run.stdout, run.stderr, content_hash(source), BACKEND_NAME, protections(), notes)
 
 
 def _grade_data(ex: Exercise, run: ChildRun, results: dict[int, Run], counted: dict[str, float], submission: str,
@@ -280,7 +280,7 @@ def failed_grade(ex: Exercise, submission: str, outcome: str, detail: str, *, se
              for name in ex.points]
     notes = [detail] if outcome == "grader_error" else []
     return Grade(ex.name, submission, 0.0, float(sum(counted.values())), outcome, text, tests, seconds,
-                 [{"name": "score", "value": 0}], stdout, stderr, source_hash, BACKEND, protections(), notes)
+                 [{"name": "score", "value": 0}], stdout, stderr, source_hash, BACKEND_NAME, protections(), notes)
 
 
 def _failed_grade(ex: Exercise, submission: str, run: ChildRun, counted: dict[str, float], source_hash: str,

@@ -21,8 +21,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..backend import BACKEND
 from ..launch_paths import CapturedGraph, PreboundLaunch
-from ..runtime import ON_GPU, cuda, device_facts, require_coresident
+from ..runtime import ON_GPU, cuda, device_facts
 from .timing import TimingUnavailable
 
 BLOCK = 128
@@ -132,7 +133,7 @@ def measure_ladder(n_launches: int = 2000) -> list[dict[str, Any]]:
                           f"{n_launches} kernels captured once, replayed with one call"))
     steps = n_launches
     from numba import types
-    require_coresident(persistent_steps, (types.Array(types.float32, 1, "C"), types.int64), g, BLOCK)
+    BACKEND.require_coresident(persistent_steps, (types.Array(types.float32, 1, "C"), types.int64), g, BLOCK)
     coop = persistent_steps[g, BLOCK]
     rungs.append(_measure("persistent kernel, one grid-sync step", lambda: coop(a, steps), steps,
                           f"one launch, {steps} steps separated by grid.sync()"))

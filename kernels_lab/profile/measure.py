@@ -16,9 +16,10 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 import numpy as np
 
 from ..arrays import poisoned, to_device
+from ..backend import BACKEND
 from ..checks import compare
 from ..core import Size, Variant, Workload
-from ..runtime import ON_GPU, ON_SIMULATOR, device_facts, free_device_memory
+from ..runtime import ON_GPU, ON_SIMULATOR, device_facts
 from .launch_hook import count_launches
 from .timing import time_launchers
 
@@ -66,7 +67,7 @@ def rotating(launches: Sequence[Callable[[], None]]) -> Callable[[], None]:
 
 
 def check_fits(workload: Workload, variants: Sequence[Variant], size: Size) -> None:
-    free = free_device_memory()
+    free = BACKEND.free_memory()
     if free is None:
         return
     need = max(bytes_needed(workload, v, size) for v in variants) + (512 << 20)  # L2 flush buffer etc.

@@ -25,7 +25,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ..runtime import BACKEND, device_facts
+from ..runtime import BACKEND_NAME, device_facts
 
 SCHEMA = "kernels-lab/results/v1"
 REQUIRED_META = ("backend", "device", "date", "command", "versions", "ceiling_GBs")
@@ -54,7 +54,7 @@ def versions() -> dict[str, str]:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             pass
-    if BACKEND == "gpu":
+    if BACKEND_NAME == "gpu":
         from ..runtime import cuda
         try:
             out["cuda_driver"] = ".".join(map(str, cuda.cudadrv.driver.driver.get_version()))
@@ -65,7 +65,7 @@ def versions() -> dict[str, str]:
 
 def make_meta(command: str | None = None, ceiling_GBs: float | None = None, **extra: Any) -> dict[str, Any]:
     facts = device_facts()
-    return {"backend": "gpu" if BACKEND == "gpu" else "simulator",
+    return {"backend": "gpu" if BACKEND_NAME == "gpu" else "simulator",
             "device": facts.describe(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": command if command is not None else " ".join(sys.argv),

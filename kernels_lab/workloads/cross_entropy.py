@@ -30,16 +30,15 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..arrays import ArgumentError, device_array
+from ..backend import BACKEND
 from ..core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
 from ..reduce import LOWEST, block_md, md_combine
-from ..runtime import ON_SIMULATOR, cuda
+from ..runtime import cuda
 from . import softmax as sm
 from . import softmax_split as sp
 from .softmax_split import load_vector, slice_bounds
 
 STREAM = 4  # vectors a thread loads before it folds them: 64 bytes in flight
-# the simulator's atomic add reads the word twice (for the old value, then for +=): its tracer sees that
-ATOMIC_ADD_READS = 2 if ON_SIMULATOR else 1
 _ZERO = np.float32(0)
 
 
@@ -129,7 +128,7 @@ def _plan(split: bool):
         # x once; per block: its pair (8 written), the count's atomic add (4 read, 4 written); per row: the
         # k pairs (8 k), its label and x[label] read, the loss and the count's reset written
         return Plan((KernelLaunch(kernel_name(ce_kernel(shape)), blocks, shape.threads,
-                                  bytes_read=sm.F32 * (r * c + ATOMIC_ADD_READS * blocks) + r * (8 * shape.slices + 8),
+                                  bytes_read=sm.F32 * (r * c + BACKEND.atomic_add_reads * blocks) + r * (8 * shape.slices + 8),
                                   bytes_written=12 * blocks + 8 * r, read_bytes_in_flight=16 * STREAM),))
     return plan
 

@@ -39,18 +39,15 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..arrays import ArgumentError, device_array
+from ..backend import BACKEND, in_order
 from ..core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
-from ..runtime import (ON_GPU, ON_SIMULATOR, SIM_PERSISTENT_BLOCKS, cooperative_grid_limit, cuda, device_facts,
-                       host_view)
+from ..runtime import cuda
 from . import decode_kernels as dk
-from .quantize_group import pdl_available
 
 F32 = 4
 GAIN = 1.35
 MEGA_BLOCKS_PER_SM = 2   # "a few blocks per SM": two 256-thread blocks of ~100 registers a thread fit
 SPIN_LIMIT = 1 << 20     # polls of one counter before the megakernel gives up (~tens of ms on a GPU)
-# the simulator's atomic add reads the word twice (for the old value, then for +=): its tracer sees that
-ATOMIC_ADD_READS = 2 if ON_SIMULATOR else 1
 
 
 # -- the specification: float64 NumPy ------------------------------------------------------------
@@ -117,38 +114,6 @@ def _limit(size: Size) -> str | None:
 
 # -- launches ---------------------------------------------------------------------------------------
 
-def _launch(kernel, grid: int, block: int, args: tuple, stream, pdl: bool = False) -> Callable[..., None]:
-    """A launch bound once: a pre-bound driver launch on a GPU (with the PDL attribute if asked),
-    numba's own on the simulator. Called with a stream (or graph builder), it enqueues there."""
-    if ON_GPU:
-        from ..launch_paths import PreboundLaunch
-        return PreboundLaunch(kernel, grid, block, args, stream, programmatic_stream_serialization=pdl)
-    configured = kernel[grid, block]
-    return lambda target=None: configured(*args)
-
-
-def _in_order(launches: list[Callable[..., None]]) -> Callable[[], None]:
-    def run() -> None:
-        for launch in launches:
-            launch()
-    run.launches = launches  # a graph's nodes point into these launches' arrays: keep them alive
-    return run
-
-
-def _replayed(launches: list[Callable[..., None]], stream, name: str) -> Callable[[], None]:
-    if not ON_GPU:
-        warnings.warn(f"decode {name}: the simulator has no CUDA graphs; running the launches one by one",
-                      stacklevel=3)
-        return _in_order(launches)
-    from ..launch_paths import CapturedGraph
-    graph = CapturedGraph(lambda builder: [launch(builder) for launch in launches])
-
-    def replay() -> None:
-        graph(stream)
-    replay.launches = launches
-    return replay
-
-
 # -- unfused and fused: a kernel (or three) per layer -------------------------------------------------
 
 def _elementwise_grid(size: Size) -> int:
@@ -179,17 +144,11 @@ def bind_unfused(inputs, outputs, stream=0):
     launches = []
     for l in range(buf.layers):
         last = l == buf.layers - 1
-        launches += [_launch(buf.kernels.matvec, buf.geo.tiles, buf.geo.threads, (buf.W, buf.x, buf.acts, l, z), stream),
-                     _launch(dk.decode_bias, grid, dk.EW_BLOCK, (z, buf.bias, l, buf.hidden), stream),
-                     _launch(dk.decode_gelu, grid, dk.EW_BLOCK,
+        launches += [BACKEND.launcher(buf.kernels.matvec, buf.geo.tiles, buf.geo.threads, (buf.W, buf.x, buf.acts, l, z), stream),
+                     BACKEND.launcher(dk.decode_bias, grid, dk.EW_BLOCK, (z, buf.bias, l, buf.hidden), stream),
+                     BACKEND.launcher(dk.decode_gelu, grid, dk.EW_BLOCK,
                              (z, buf.out if last else buf.acts, 0 if last else l * z.size), stream)]
-    return _in_order(launches)
-
-
-def _uses_pdl() -> bool:
-    """The simulator runs the PDL kernel (its griddepcontrol does nothing there); a GPU without PDL
-    cannot compile it and runs the plain one."""
-    return ON_SIMULATOR or pdl_available()[0]
+    return in_order(launches)
 
 
 def _plan_layers(pdl: bool):
@@ -197,7 +156,7 @@ def _plan_layers(pdl: bool):
         geo = dk.geometry(size.hidden, size.batch)
         k = dk.kernels(geo)
         read, written = _tile_bytes(size, bias=True)
-        name = kernel_name(k.layer_pdl if pdl and _uses_pdl() else k.layer)
+        name = kernel_name(k.layer_pdl if pdl and BACKEND.runs_griddepcontrol else k.layer)
         return Plan(tuple(KernelLaunch(name, geo.tiles, geo.threads, read, written,
                                        read_bytes_in_flight=F32 * geo.vec * geo.per_thread)
                           for _ in range(size.layers)))
@@ -206,29 +165,29 @@ def _plan_layers(pdl: bool):
 
 def _layer_launches(inputs, outputs, stream, pdl: bool) -> list[Callable[..., None]]:
     buf = Buffers(inputs, outputs, stream)
-    if pdl and not _uses_pdl():
-        warnings.warn(f"decode graph_pdl: {pdl_available()[1]}; replaying plain launches instead", stacklevel=3)
+    if pdl and not BACKEND.runs_griddepcontrol:
+        warnings.warn(f"decode graph_pdl: {BACKEND.pdl()[1]}; replaying plain launches instead", stacklevel=3)
         pdl = False
     if not pdl:
-        return [_launch(buf.kernels.layer, buf.geo.tiles, buf.geo.threads, (*buf.chain, l), stream)
+        return [BACKEND.launcher(buf.kernels.layer, buf.geo.tiles, buf.geo.threads, (*buf.chain, l), stream)
                 for l in range(buf.layers)]
     # every layer waits before it reads x_l; all but the last trigger, so that whatever follows the
     # chain in the stream never starts before it has finished
-    return [_launch(buf.kernels.layer_pdl, buf.geo.tiles, buf.geo.threads,
-                    (*buf.chain, l, np.int32(l < buf.layers - 1)), stream, pdl=ON_GPU)
+    return [BACKEND.launcher(buf.kernels.layer_pdl, buf.geo.tiles, buf.geo.threads,
+                    (*buf.chain, l, np.int32(l < buf.layers - 1)), stream, pdl=True)
             for l in range(buf.layers)]
 
 
 def bind_fused(inputs, outputs, stream=0):
-    return _in_order(_layer_launches(inputs, outputs, stream, pdl=False))
+    return in_order(_layer_launches(inputs, outputs, stream, pdl=False))
 
 
 def bind_graph(inputs, outputs, stream=0):
-    return _replayed(_layer_launches(inputs, outputs, stream, pdl=False), stream, "graph")
+    return BACKEND.graph(_layer_launches(inputs, outputs, stream, pdl=False), stream, "decode graph")
 
 
 def bind_graph_pdl(inputs, outputs, stream=0):
-    return _replayed(_layer_launches(inputs, outputs, stream, pdl=True), stream, "graph_pdl")
+    return BACKEND.graph(_layer_launches(inputs, outputs, stream, pdl=True), stream, "decode graph_pdl")
 
 
 # -- persistent and megakernel: one launch for all layers ---------------------------------------------
@@ -246,17 +205,15 @@ def persistent_blocks(geo: dk.Geometry) -> int:
     """Tiles per layer, or fewer: as many blocks as can be co-resident (grid sync needs all of them;
     the simulator's grid sync is a block barrier: one block there)."""
     k = dk.kernels(geo).persistent
-    return min(geo.tiles, cooperative_grid_limit(k, _signature("persistent") if ON_GPU else None, geo.threads))
+    return min(geo.tiles, BACKEND.resident_limit(k, _signature("persistent"), geo.threads))
 
 
 def megakernel_blocks(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM) -> int:
     """A few blocks per SM, every one resident (a block that polls must not wait for a slot held by
-    another poller); the simulator's two, run one after another."""
-    if not ON_GPU:
-        return min(SIM_PERSISTENT_BLOCKS, layers * geo.tiles)
+    another poller); the simulator's persistent grid, its blocks run one after another."""
     k = dk.kernels(geo).megakernel
-    resident = cooperative_grid_limit(k, _signature("megakernel"), geo.threads)
-    return min(per_sm * device_facts().sm_count, resident, layers * geo.tiles)
+    resident = BACKEND.persistent_grid(k, _signature("megakernel"), geo.threads)
+    return min(per_sm * BACKEND.facts().sm_count, resident, layers * geo.tiles)
 
 
 def plan_persistent(size: Size) -> Plan:
@@ -269,11 +226,12 @@ def plan_persistent(size: Size) -> Plan:
 
 def bind_persistent(inputs, outputs, stream=0):
     buf = Buffers(inputs, outputs, stream)
-    return _launch(buf.kernels.persistent, persistent_blocks(buf.geo), buf.geo.threads, buf.chain, stream)
+    return BACKEND.launcher(buf.kernels.persistent, persistent_blocks(buf.geo), buf.geo.threads, buf.chain, stream)
 
 
 def megakernel_table(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM) -> np.ndarray:
-    return dk.instruction_table(layers, geo.tiles, megakernel_blocks(geo, layers, per_sm), serial=ON_SIMULATOR)
+    return dk.instruction_table(layers, geo.tiles, megakernel_blocks(geo, layers, per_sm),
+                                serial=not BACKEND.blocks_run_together)
 
 
 def _megakernel_bytes(table: np.ndarray, layers: int, threads: int) -> tuple[int, int]:
@@ -285,7 +243,7 @@ def _megakernel_bytes(table: np.ndarray, layers: int, threads: int) -> tuple[int
     waiting = int(((table[:, :, 0] == dk.OP_TILE) & (table[:, :, 1] > 0)).sum())
     blocks = table.shape[0]
     table_words = threads * (3 * instructions + blocks)
-    counts = instructions + waiting + ATOMIC_ADD_READS * blocks
+    counts = instructions + waiting + BACKEND.atomic_add_reads * blocks
     return F32 * (table_words + counts), F32 * (instructions + blocks + layers + 1)
 
 
@@ -311,14 +269,14 @@ class MegakernelLaunch:
         self.table, self.layers, self.tiles = table, buf.layers, buf.geo.tiles
         self.counters = cuda.to_device(np.zeros(buf.layers + 1, np.int32), stream=stream)
         self.status = cuda.mapped_array(1, np.int32)  # the host reads it without a copy
-        self._status = host_view(self.status)
+        self._status = BACKEND.host_view(self.status)
         self._status[0] = 0
         # %globaltimer stamps, 3 per tile (start, after the wait, after the count), or a 1-word stand-in
         self.stamps = cuda.to_device(np.zeros(3 * buf.layers * buf.geo.tiles if stamped else 1, np.int64),
                                      stream=stream)
         args = (*buf.chain, cuda.to_device(table, stream=stream), self.counters, self.status, np.int64(spin_limit),
                 self.stamps)
-        self._launch = _launch(buf.kernels.megakernel, table.shape[0], buf.geo.threads, args, stream)
+        self._launch = BACKEND.launcher(buf.kernels.megakernel, table.shape[0], buf.geo.threads, args, stream)
         self.args = args
 
     def timed_out_waiting_for(self) -> int | None:

@@ -18,8 +18,8 @@ Every kernel below is these three steps; they differ in what sits between load_t
 nothing (a kernel per layer, stream order is the wait), griddepcontrol.wait (PDL), a grid barrier, or
 a poll of the layer before's counter (the megakernel).
 
-The simulator runs every thread as a Python thread: there a row has 4 threads and no shuffle stage
-(SLOT_LANES = 1: each thread posts its own partial sum); the kernels' code is the same.
+The simulator runs every thread as a Python thread: there a row starts at 4 threads and has no shuffle
+stage (SLOT_LANES = 1: each thread posts its own partial sum); the kernels' code is the same.
 """
 
 from __future__ import annotations
@@ -30,21 +30,22 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import BACKEND
 from ..intrinsics import (add_release_gpu, globaltimer, grid_dependency_wait, launch_dependents, load4,
                           load_acquire_gpu, nanosleep, prefetch_l2)
 from ..reduce import warp_sum
-from ..runtime import ON_SIMULATOR, cuda
+from ..runtime import cuda
 from .elementwise import gelu
 
-THREADS = 8 if ON_SIMULATOR else 256   # per tile's block
-SLOT_LANES = 1 if ON_SIMULATOR else 32  # threads whose sums one shuffle stage adds (a warp on a GPU)
-SIM_ROW_THREADS = 4
+THREADS = BACKEND.size(gpu=256, simulator=8)   # per tile's block
+SLOT_LANES = BACKEND.size(gpu=32, simulator=1)  # threads whose sums one shuffle stage adds (a warp on a GPU)
+ROW_THREADS = BACKEND.size(gpu=32, simulator=4)  # the fewest threads per row (a warp on a GPU)
 MAX_VECTORS = 16                        # vectors of W per thread: 64 registers of weights at most
 MAX_BATCH = 32                          # partial sums per thread (registers)
-EW_BLOCK = 32 if ON_SIMULATOR else 256  # the unfused bias and GELU kernels: one thread per element
+EW_BLOCK = BACKEND.size(gpu=256, simulator=32)  # the unfused bias and GELU kernels: one thread per element
 POLL_SLEEP_NS = 32                      # between two polls of a counter
 OP_END, OP_TILE = 0, 1                  # the megakernel's opcodes
-_INLINE = {} if ON_SIMULATOR else {"forceinline": True}
+_INLINE = {"forceinline": True}
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,11 @@ def geometry(hidden: int, batch: int, *, threads: int = THREADS, slot_lanes: int
     rows, warp shuffles included, on the simulator)."""
     vec = 4 if hidden % 4 == 0 else 1
     vectors = hidden // vec
-    if row_threads is None and ON_SIMULATOR:
-        row_threads = SIM_ROW_THREADS
-    elif row_threads is None:  # warps per row: the fewest (a power of two) that keep each thread at MAX_VECTORS or fewer
+    if row_threads is None:  # the fewest (a power of two) that keep each thread at MAX_VECTORS or fewer
         # (half as many past batch 4: the loops over vectors x batch rows must stay short enough to unroll,
         # or w[] goes to local memory)
         budget = MAX_VECTORS if batch <= 4 else MAX_VECTORS // 2
-        row_threads = 32
+        row_threads = ROW_THREADS
         while row_threads * budget < vectors and row_threads < threads:
             row_threads *= 2
     if threads % row_threads or row_threads % slot_lanes:
@@ -120,14 +119,14 @@ class DecodeKernels:
 
 # -- the megakernel's dependency protocol (CUTLASS's arrive / wait pattern), thread 0 of a block each --------
 
-@cuda.jit(device=True, **_INLINE)
+@BACKEND.jit(device=True, **_INLINE)
 def signal_release(counters, k):
     """One more tile of layer k is done. Called after a block barrier: the block's stores of the tile are
     issued, and the release makes them visible GPU-wide before the count (fence and add in one instruction)."""
     add_release_gpu(counters, k, 1)
 
 
-@cuda.jit(device=True, **_INLINE)
+@BACKEND.jit(device=True, **_INLINE)
 def wait_acquire(counters, k, tiles, spin_limit):
     """Poll until all `tiles` tiles of layer k are counted: an acquire load (re-read every time, and the reads
     after it, the block's after a barrier, see what the producers stored before their count), a pause between
@@ -156,11 +155,11 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
     W_REGS = V * VEC
     EXACT = NV % TPR == 0  # every thread's every vector is inside the row: the guard folds away
 
-    @cuda.jit(device=True, **_INLINE)
+    @BACKEND.jit(device=True, **_INLINE)
     def lane_total(v):
         return v if LANES == 1 else warp_sum(v)
 
-    @cuda.jit(device=True, **_INLINE)
+    @BACKEND.jit(device=True, **_INLINE)
     def load_tile(W, l, tile, w):
         tid = cuda.threadIdx.x
         r = tile * ROWS + tid // TPR
@@ -179,7 +178,7 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
                     else:
                         w[k] = W[row + v]
 
-    @cuda.jit(device=True, **_INLINE)
+    @BACKEND.jit(device=True, **_INLINE)
     def load_bias(bias, l, tile):
         """The row's bias in its writer (0 elsewhere): fetched with the weights, before any wait."""
         tid = cuda.threadIdx.x
@@ -188,7 +187,7 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
             return bias[l * H + r]
         return np.float32(0)
 
-    @cuda.jit(device=True, **_INLINE)
+    @BACKEND.jit(device=True, **_INLINE)
     def prefetch_tile(W, l, tile, layers):
         """Ask L2 for the weights of a tile this block runs next (nothing if there is none): they stream
         from DRAM while this tile waits and computes, with no register held."""
@@ -201,7 +200,7 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
                 if EXACT or v < NV:
                     prefetch_l2(W, (row + v) * VEC)
 
-    @cuda.jit(device=True, **_INLINE)
+    @BACKEND.jit(device=True, **_INLINE)
     def row_sums(x, acts, l, tile, w, acc, part):
         """acc[b] = (W_l x_l)[b, row] in the row's first thread; returns (row, whether this thread writes it).
         Every thread of the block must call it (two barriers)."""
@@ -239,7 +238,7 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
         cuda.syncthreads()  # part is written again by the next tile
         return r, writer
 
-    @cuda.jit(device=True, **_INLINE)
+    @BACKEND.jit(device=True, **_INLINE)
     def finish(bb, acts, out, l, layers, r, acc):
         """The epilogue, in the row's writer: + bias, GELU, store (x_{l+1} into acts, the last layer's into out)."""
         for b in range(B):
@@ -287,7 +286,7 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
         if writer:
             finish(bb, acts, out, l, bias.size // H, r, acc)
 
-    @cuda.jit(device=True, **_INLINE)
+    @BACKEND.jit(device=True, **_INLINE)
     def prefetch_next(W, l, tile, layers):
         """The persistent kernel's next tile after `tile`: the next of this layer, else the first of the next."""
         if tile + cuda.gridDim.x < T:
@@ -372,10 +371,9 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
                 for k in range(layers + 1):  # the last block out: the next launch counts from zero
                     counters[k] = 0
 
-    options = {} if ON_SIMULATOR else {"fastmath": True}
     built = {}
     for fn in (decode_matvec, decode_layer, decode_layer_pdl, decode_persistent, decode_megakernel):
-        built[fn.__name__] = cuda.jit(**options)(fn)
+        built[fn.__name__] = BACKEND.jit(fn, fastmath=True)
     return DecodeKernels(built["decode_matvec"], built["decode_layer"], built["decode_layer_pdl"],
                          built["decode_persistent"], built["decode_megakernel"])
 

@@ -26,10 +26,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..arrays import ArgumentError, device_vector, same_length
+from ..backend import BACKEND
 from ..core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, SpeedSpec, Tolerance, Variant,
                     Workload, fixed, grid_for, kernel_name, register)
 from ..intrinsics import load4, store4
-from ..runtime import ON_GPU, cuda, persistent_grid
+from ..runtime import cuda
 
 BLOCK = 256
 F32 = 4  # bytes per float32
@@ -175,18 +176,10 @@ def _scalar_grid(n: int) -> int:
     return max(1, -(-n // BLOCK))
 
 
-_SIG = None  # the persistent kernel's signature, built lazily (needs numba types)
-
-
 def _persistent_blocks() -> int:
-    global _SIG
-    if not ON_GPU:
-        return persistent_grid(persistent_kernel, None, BLOCK)
-    if _SIG is None:
-        from numba import types
-        arr = types.Array(types.float32, 1, "C")
-        _SIG = (arr, arr, types.float32, arr)
-    return persistent_grid(persistent_kernel, _SIG, BLOCK)
+    from numba import types
+    arr = types.Array(types.float32, 1, "C")
+    return BACKEND.persistent_grid(persistent_kernel, (arr, arr, types.float32, arr), BLOCK)
 
 
 def _check(x, b, alpha, out) -> tuple[int, np.float32]:

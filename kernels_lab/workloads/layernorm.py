@@ -35,10 +35,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..arrays import ArgumentError, device_array
+from ..backend import BACKEND
 from ..core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
 from ..reduce import block_sum, warp_sum
-from ..runtime import ON_GPU, cuda, persistent_grid
-from .softmax import CHUNK, WARP, RowShape, _jit, _pow2, _tag, row_access, stream_shape
+from ..runtime import cuda
+from .softmax import CHUNK, WARP, RowShape, _jit, _pow2, _tag, require_aligned, row_access, stream_shape
 
 F32 = 4
 EPS = 1e-5
@@ -245,17 +246,12 @@ def fused_refusal(cols: int) -> str | None:
     return None
 
 
-_SIG = None  # the fused kernel's argument types, built lazily (needs numba types)
-
-
 def persistent_blocks(shape: RowShape, rows: int) -> int:
     """Resident blocks x SMs for the fused kernel (no more than there are row groups)."""
-    global _SIG
-    if ON_GPU and _SIG is None:
-        from numba import types
-        arr = types.Array(types.float32, 1, "C")
-        _SIG = (arr, arr, arr, arr, types.int64, types.int64, types.float32)
-    return min(persistent_grid(fused_kernel(shape, hold=True), _SIG, shape.block), shape.blocks(rows))
+    from numba import types
+    arr = types.Array(types.float32, 1, "C")
+    signature = (arr, arr, arr, arr, types.int64, types.int64, types.float32)
+    return min(BACKEND.persistent_grid(fused_kernel(shape, hold=True), signature, shape.block), shape.blocks(rows))
 
 
 # -- plans and launchers --------------------------------------------------------------------------
@@ -292,11 +288,8 @@ def _check(inputs, outputs) -> tuple[Any, Any, Any, Any, int, int]:
     gamma = device_array("gamma", inputs["gamma"], np.float32, (cols,))
     beta = device_array("beta", inputs["beta"], np.float32, (cols,))
     out = device_array("out", outputs["out"], np.float32, (rows, cols))
-    if ON_GPU and cols % CHUNK == 0:
-        for name, a in (("x", x), ("gamma", gamma), ("beta", beta), ("out", out)):
-            if a.__cuda_array_interface__["data"][0] % 16:
-                raise ArgumentError(f"{name}: its device address is not 16-byte aligned; the 16-byte accesses "
-                                    f"need a fresh array or a copy")
+    if cols % CHUNK == 0:
+        require_aligned(x=x, gamma=gamma, beta=beta, out=out)
     return x, gamma, beta, out, rows, cols
 
 

@@ -43,14 +43,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..backend import BACKEND, in_order
 from ..core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, register
 from ..intrinsics import globaltimer, grid_dependency_wait, launch_dependents
-from ..runtime import ON_GPU, cuda, device_facts
+from ..runtime import cuda
 from ..reduce import block_max, block_sum
 
 # threads per member kernel: 256 on a GPU; 32 on the simulator, where every thread is a Python
 # thread and a member's barriers cost per thread (same kernels, smaller blocks)
-BLOCK = 256 if ON_GPU else 32
+BLOCK = BACKEND.size(gpu=256, simulator=32)
 PRODUCER, CONSUMER = "producer", "consumer"
 
 
@@ -185,15 +186,6 @@ def pdl_switches(g: int, wrong: str | None = None) -> list[tuple[bool, bool, boo
     return [(k == 0, wrong == "trigger" or k < g - 1, wrong != "unordered" and k > 0) for k in range(g)]
 
 
-def pdl_available() -> tuple[bool, str]:
-    if not ON_GPU:
-        return False, "the simulator has no Programmatic Dependent Launch"
-    cc = device_facts().compute_capability
-    if tuple(cc) < (9, 0):
-        return False, f"PDL needs compute capability >= 9.0; this device is {cc[0]}.{cc[1]}"
-    return True, ""
-
-
 # -- one run of the pipeline ----------------------------------------------------------------
 
 VARIANTS = ("plain", "pdl", "graph", "graph_pdl", "grouped")
@@ -227,7 +219,7 @@ class Group:
         self.checksums = cuda.device_array(self.g, np.float32)
         # per kernel: first block start, last block end, first member body start (after its wait)
         self.stamps = cuda.device_array((self.g + 2, 3), np.int64)
-        self.producer_grid = min(4 * max(1, device_facts().sm_count), -(-n // BLOCK))
+        self.producer_grid = min(4 * max(1, BACKEND.facts().sm_count), -(-n // BLOCK))
 
     def timeline(self, stamps: np.ndarray, variant: str) -> list[dict[str, Any]]:
         """The kernels' spans of one run (the grouped variant has one group kernel)."""
@@ -295,8 +287,8 @@ class GroupLauncher:
         _check_variant(variant)
         self.group, self.variant, self.stream, self.neighbours = group, variant, stream, neighbours
         pdl = variant in ("pdl", "graph_pdl") + WRONG
-        if pdl and not pdl_available()[0]:
-            warnings.warn(f"{variant}: {pdl_available()[1]}; running plain launches instead", stacklevel=2)
+        if pdl and not BACKEND.pdl()[0]:
+            warnings.warn(f"{variant}: {BACKEND.pdl()[1]}; running plain launches instead", stacklevel=2)
             pdl = False
         self.uses_pdl = pdl
         g = group
@@ -312,28 +304,17 @@ class GroupLauncher:
         # that the last group kernel does not trigger.
         self.consumer = self._bind(consumer_kernel, g.g, (g.q, g.offsets, g.scales, g.checksums, g.stamps,
                                                           g.g + 1, 0), attribute=pdl)
-        self._graph = None
-        if variant.startswith("graph") and ON_GPU:
-            from ..launch_paths import CapturedGraph
-            self._graph = CapturedGraph(lambda builder: [m(builder) for m in self.members])
+        self._group = BACKEND.graph(self.members, stream, variant) if variant.startswith("graph") else \
+            in_order(self.members)
 
     def _bind(self, kernel, grid: int, args: tuple, attribute: bool):
-        if ON_GPU:
-            from ..launch_paths import PreboundLaunch
-            extra = {"programmatic_stream_serialization": True} if attribute else {}
-            return PreboundLaunch(kernel, grid, BLOCK, args, self.stream, **extra)
-        configured = kernel[grid, BLOCK]
-        return lambda stream=None: configured(*args)
+        return BACKEND.launcher(kernel, grid, BLOCK, args, self.stream, pdl=attribute)
 
     def __call__(self) -> None:
         g, s = self.group, self.stream
         if self.neighbours:
             producer_kernel[g.producer_grid, BLOCK, s](g.data, g.seed, g.stamps)
-        if self._graph is not None:
-            self._graph(s)
-        else:
-            for member in self.members:
-                member()
+        self._group()
         if self.neighbours:
             self.consumer()
 
@@ -435,7 +416,7 @@ def _group_plan(variant: str):
             one = [_member_bytes(s, "grouped_quantize_kernel", stamps=2) for s in sizes]
             return Plan((KernelLaunch("grouped_quantize_kernel", len(sizes), BLOCK, sum(k.bytes_read for k in one),
                                       sum(k.bytes_written for k in one)),))
-        switches = pdl_switches(len(sizes)) if variant in ("pdl", "graph_pdl") and pdl_available()[0] else \
+        switches = pdl_switches(len(sizes)) if variant in ("pdl", "graph_pdl") and BACKEND.pdl()[0] else \
             [(False, False, False)] * len(sizes)
         return Plan(tuple(_member_bytes(s, QUANTIZE[sw].py_func.__name__, stamps=3) for s, sw in zip(sizes, switches)))
     return plan
@@ -477,7 +458,7 @@ for _name, _pattern, _about in (
 
 from ..core import Case, Exercise  # noqa: E402
 
-_SWITCH_N = (1 << 20) if ON_GPU else 300
+_SWITCH_N = BACKEND.size(gpu=1 << 20, simulator=300)
 WORKLOAD.add_exercise(Exercise(
     name="group_switches", workload="quantize_group", variant="pdl", lesson="06",
     title="place the PDL switches of a group of G kernels", kind="data", entry="group_switches",

@@ -33,18 +33,18 @@ tanh; a transposed index or a wrong batch row is off by ~0.1.
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from ..arrays import ArgumentError, device_array
+from ..backend import BACKEND, in_order
 from ..core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, Tolerance, Variant, Workload,
                     kernel_name, register)
 from ..intrinsics import load_acquire_sys
-from ..runtime import ON_GPU, ON_SIMULATOR, cuda, device_facts, host_view, require_coresident
+from ..runtime import cuda
 
 F32 = 4
 _FULL_MASK = 0xFFFFFFFF
@@ -114,42 +114,24 @@ def _check(inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> tuple[Any, 
 
 
 # device functions are inlined into their kernel by NVVM (numba's own IR inlining took minutes on the
-# chains below); the simulator takes no such option
-_INLINE = {} if ON_SIMULATOR else {"forceinline": True}
+# chains below)
+_INLINE = {"forceinline": True}
 
 
 # -- the lanes of a row exchange partial sums -----------------------------------------------
-# On a GPU a warp shuffle: registers to registers, no memory, no barrier. The simulator has no
-# shuffles: there every thread posts its values in shared memory, and reads its partner's
-# after a barrier (every thread of the block must call it, as every thread does here).
+# A warp shuffle: registers to registers, no memory, no barrier (the simulator runs it as
+# sim_device's warp meeting). Every lane of the block calls it, as every lane does here.
 
-if ON_SIMULATOR:
-    @cuda.jit(device=True)
-    def _exchange(send, recv, count, mask, scratch):
-        """recv[k] = the send[k] of the thread whose index differs from ours by xor `mask`."""
-        t = cuda.threadIdx.x
-        for k in range(count):
-            scratch[t, k] = send[k]
-        cuda.syncthreads()
-        for k in range(count):
-            recv[k] = scratch[t ^ mask, k]
-        cuda.syncthreads()
-else:
-    @cuda.jit(device=True, **_INLINE)
-    def _exchange(send, recv, count, mask, scratch):
-        for k in range(count):
-            recv[k] = cuda.shfl_xor_sync(_FULL_MASK, send[k], mask)
-
-
-def _scratch_shape(threads: int, width: int) -> tuple[int, int]:
-    """The exchange's shared scratch: used on the simulator only (a GPU shuffles)."""
-    return (threads, max(1, width)) if ON_SIMULATOR else (1, 1)
+@BACKEND.jit(device=True, **_INLINE)
+def _exchange(send, recv, count, mask):
+    """recv[k] = the send[k] of the lane whose index differs from ours by xor `mask`."""
+    for k in range(count):
+        recv[k] = cuda.shfl_xor_sync(_FULL_MASK, send[k], mask)
 
 
 def _jit_options(threads: int, blocks_per_sm: int = 1) -> dict[str, Any]:
-    # launch bounds cap the registers so that the block (or blocks_per_sm of them) fits an SM;
-    # the simulator accepts no such option
-    return {} if ON_SIMULATOR else {"launch_bounds": (threads, blocks_per_sm)}
+    # launch bounds cap the registers so that the block (or blocks_per_sm of them) fits an SM
+    return {"launch_bounds": (threads, blocks_per_sm)}
 
 
 # -- per-step kernels: unfused (matvec, then tanh) and fused ---------------------------------
@@ -158,8 +140,8 @@ def _jit_options(threads: int, blocks_per_sm: int = 1) -> dict[str, Any]:
 # h_{t-1} is staged in shared memory per block, STAGE_FLOATS at a time; W is read once per step.
 # The simulator uses 2 lanes per row (each lane is a Python thread there).
 
-STEP_LANES = 2 if ON_SIMULATOR else 32
-STEP_ROWS = 8 if ON_SIMULATOR else 16
+STEP_LANES = BACKEND.size(gpu=32, simulator=2)
+STEP_ROWS = BACKEND.size(gpu=16, simulator=8)
 STEP_THREADS = STEP_ROWS * STEP_LANES
 STAGE_FLOATS = 8192  # 32 KB of h_{t-1} per staging pass
 TANH_BLOCK = 128
@@ -172,10 +154,9 @@ def step_kernels(batch: int) -> tuple[Any, Any]:
         raise ArgumentError(f"batch={batch}: the per-step kernels stage at least one column of h per pass, "
                             f"at most {STAGE_FLOATS} batch rows")
     tile = STAGE_FLOATS // batch
-    xs_shape = _scratch_shape(STEP_THREADS, batch)
 
-    @cuda.jit(device=True, **_INLINE)
-    def row_sums(W, h, t, acc, stage, send, recv, xs):
+    @BACKEND.jit(device=True, **_INLINE)
+    def row_sums(W, h, t, acc, stage, send, recv):
         """acc[b] = (W h_{t-1})[b, row] on every lane of the row (0 at t = 0); returns the row."""
         hidden = W.shape[0]
         tid = cuda.threadIdx.x
@@ -199,7 +180,7 @@ def step_kernels(batch: int) -> tuple[Any, Any]:
         while m > 0:  # butterfly: afterwards every lane of the row holds its sums
             for b in range(batch):
                 send[b] = acc[b]
-            _exchange(send, recv, batch, m, xs)
+            _exchange(send, recv, batch, m)
             for b in range(batch):
                 acc[b] += recv[b]
             m //= 2
@@ -211,8 +192,7 @@ def step_kernels(batch: int) -> tuple[Any, Any]:
         send = cuda.local.array(batch, np.float32)
         recv = cuda.local.array(batch, np.float32)
         stage = cuda.shared.array((batch, tile), np.float32)
-        xs = cuda.shared.array(xs_shape, np.float32)
-        row, lane = row_sums(W, h, t, acc, stage, send, recv, xs)
+        row, lane = row_sums(W, h, t, acc, stage, send, recv)
         if row < W.shape[0]:
             for b in range(batch):
                 if b % STEP_LANES == lane:  # the lanes share the stores
@@ -224,18 +204,17 @@ def step_kernels(batch: int) -> tuple[Any, Any]:
         send = cuda.local.array(batch, np.float32)
         recv = cuda.local.array(batch, np.float32)
         stage = cuda.shared.array((batch, tile), np.float32)
-        xs = cuda.shared.array(xs_shape, np.float32)
-        row, lane = row_sums(W, h, t, acc, stage, send, recv, xs)
+        row, lane = row_sums(W, h, t, acc, stage, send, recv)
         if row < W.shape[0]:
             for b in range(batch):
                 if b % STEP_LANES == lane:
                     h[t, b, row] = math.tanh(acc[b] + u[t, b, row])
 
     options = _jit_options(STEP_THREADS)
-    return cuda.jit(**options)(rnn_matvec), cuda.jit(**options)(rnn_step)
+    return BACKEND.jit(rnn_matvec, **options), BACKEND.jit(rnn_step, **options)
 
 
-@cuda.jit
+@BACKEND.jit
 def rnn_tanh(z, h, t):
     # unfused, step t, second kernel: h_t = tanh(z), one element per thread
     i = cuda.grid(1)
@@ -272,23 +251,6 @@ def plan_fused(size: Size) -> Plan:
                       for t in range(size.steps)))
 
 
-def _one_launch(kernel, grid: int, block: int, args: tuple, stream) -> Callable[..., None]:
-    """A launch bound once: a pre-bound driver launch on a GPU, numba's own on the simulator.
-    Called with a stream (or graph builder), it enqueues there instead."""
-    if ON_GPU:
-        from ..launch_paths import PreboundLaunch
-        return PreboundLaunch(kernel, grid, block, args, stream)
-    configured = kernel[grid, block]
-    return lambda target=None: configured(*args)
-
-
-def _steps(launches: list[Callable[..., None]]) -> Callable[[], None]:
-    def launch() -> None:
-        for step in launches:
-            step()
-    return launch
-
-
 def bind_unfused(inputs, outputs, stream=0):
     W, u, h = _check(inputs, outputs)
     steps, batch, hidden = h.shape
@@ -297,35 +259,24 @@ def bind_unfused(inputs, outputs, stream=0):
     tanh_grid = -(-(batch * hidden) // TANH_BLOCK)
     launches = []
     for t in range(steps):
-        launches.append(_one_launch(matvec, _step_grid(hidden), STEP_THREADS, (W, u, h, t, z), stream))
-        launches.append(_one_launch(rnn_tanh, tanh_grid, TANH_BLOCK, (z, h, t), stream))
-    return _steps(launches)
+        launches.append(BACKEND.launcher(matvec, _step_grid(hidden), STEP_THREADS, (W, u, h, t, z), stream))
+        launches.append(BACKEND.launcher(rnn_tanh, tanh_grid, TANH_BLOCK, (z, h, t), stream))
+    return in_order(launches)
 
 
 def _fused_launches(inputs, outputs, stream) -> list[Callable[..., None]]:
     W, u, h = _check(inputs, outputs)
     steps, batch, hidden = h.shape
     _, step = step_kernels(batch)
-    return [_one_launch(step, _step_grid(hidden), STEP_THREADS, (W, u, h, t), stream) for t in range(steps)]
+    return [BACKEND.launcher(step, _step_grid(hidden), STEP_THREADS, (W, u, h, t), stream) for t in range(steps)]
 
 
 def bind_fused(inputs, outputs, stream=0):
-    return _steps(_fused_launches(inputs, outputs, stream))
+    return in_order(_fused_launches(inputs, outputs, stream))
 
 
 def bind_graph(inputs, outputs, stream=0):
-    launches = _fused_launches(inputs, outputs, stream)
-    if not ON_GPU:
-        warnings.warn("rnn graph: the simulator has no CUDA graphs; running the per-step launches instead",
-                      stacklevel=2)
-        return _steps(launches)
-    from ..launch_paths import CapturedGraph
-    graph = CapturedGraph(lambda builder: [step(builder) for step in launches])
-
-    def replay() -> None:
-        graph(stream)
-    replay.launches = launches  # the graph's nodes point into these launches' arrays: keep them alive
-    return replay
+    return BACKEND.graph(_fused_launches(inputs, outputs, stream), stream, "rnn graph")
 
 
 def limit_per_step(size: Size) -> str | None:
@@ -376,11 +327,15 @@ TILINGS = {
                                                    "cheaper block barriers"),
 }
 GPU_TILING = "v1"
-SIM_TILING = Tiling(64, 4, 4, about="the simulator's: one block (grid sync there is a block barrier)")
 
 
 def default_tiling() -> Tiling:
-    return TILINGS[GPU_TILING] if ON_GPU else SIM_TILING
+    """GPU_TILING; the simulator runs it with 64-thread blocks (every thread a Python thread there)."""
+    tiling = TILINGS[GPU_TILING]
+    threads = BACKEND.size(gpu=tiling.threads, simulator=64)
+    if threads == tiling.threads:
+        return tiling
+    return replace(tiling, threads=threads, about=f"{GPU_TILING} with {threads}-thread blocks")
 
 
 def _pow2_at_least(n: int) -> int:
@@ -434,7 +389,7 @@ def make_layout(hidden: int, batch: int, tiling: Tiling, max_blocks: int) -> Lay
 
 def max_resident_blocks(tiling: Tiling) -> int:
     """Blocks that can hold a slice of W at once: blocks_per_sm per SM (one, on the simulator)."""
-    return tiling.blocks_per_sm * device_facts().sm_count if ON_GPU else 1
+    return BACKEND.resident_blocks(tiling.blocks_per_sm)
 
 
 def persistent_limit(size: Size, tiling: Tiling | None = None) -> str | None:
@@ -448,8 +403,7 @@ def persistent_limit(size: Size, tiling: Tiling | None = None) -> str | None:
     while largest > 1 and not make_layout(largest, size.batch, tiling, blocks).fits:
         largest -= 1
     need, have = F32 * lay.rows * size.hidden, F32 * tiling.threads * tiling.w_registers
-    per_sm = f" ({device_facts().sm_count} SMs x {tiling.blocks_per_sm} per SM)" if ON_GPU else ""
-    return (f"hidden={size.hidden}: each of {lay.blocks} blocks{per_sm} must hold {lay.rows} rows of W "
+    return (f"hidden={size.hidden}: each of {lay.blocks} blocks (at most {blocks} resident here) must hold {lay.rows} rows of W "
             f"on chip: {need:,} bytes, {lay.w_registers} registers per thread; the registers hold {have:,} bytes "
             f"per block ({tiling.threads} threads x {tiling.w_registers} registers). The largest hidden that fits "
             f"is {largest}. Use the 'graph' or 'fused' variant, which read W from memory every step.")
@@ -465,8 +419,8 @@ def _reduce_scatter(padded: int, stages: int):
     there are fewer values than lanes, 2^stages / padded neighbouring lanes hold the same one).
     Built stage by stage in Python so that every loop has a constant trip count (registers only).
     """
-    @cuda.jit(device=True, **_INLINE)
-    def done(vals, send, recv, lane, xs):
+    @BACKEND.jit(device=True, **_INLINE)
+    def done(vals, send, recv, lane):
         pass
 
     step, n = done, padded
@@ -483,8 +437,8 @@ def _each_chunk(one_pass, starts: tuple[int, ...]):
     """A device function running one_pass(b0, ...) for each b0 in `starts`, unrolled here in Python:
     b0 is a constant in every call, so its guards fold and its loops unroll (a run-time loop over
     the passes kept LLVM from unrolling the loops inside, and w[] went to local memory)."""
-    @cuda.jit(device=True, **_INLINE)
-    def done(t, h, w, vals, send, recv, xs, part, us):
+    @BACKEND.jit(device=True, **_INLINE)
+    def done(t, h, w, vals, send, recv, part, us):
         pass
 
     chain = done
@@ -494,31 +448,31 @@ def _each_chunk(one_pass, starts: tuple[int, ...]):
 
 
 def _then_pass(one_pass, b0: int, rest):
-    @cuda.jit(device=True, **_INLINE)
-    def run(t, h, w, vals, send, recv, xs, part, us):
-        one_pass(b0, t, h, w, vals, send, recv, xs, part, us)
-        rest(t, h, w, vals, send, recv, xs, part, us)
+    @BACKEND.jit(device=True, **_INLINE)
+    def run(t, h, w, vals, send, recv, part, us):
+        one_pass(b0, t, h, w, vals, send, recv, part, us)
+        rest(t, h, w, vals, send, recv, part, us)
     return run
 
 
 def _scatter_stage(mask: int, half: int, then):
     if half:
-        @cuda.jit(device=True, **_INLINE)
-        def stage(vals, send, recv, lane, xs):
+        @BACKEND.jit(device=True, **_INLINE)
+        def stage(vals, send, recv, lane):
             upper = (lane & mask) != 0
             for k in range(half):
                 send[k] = vals[k] if upper else vals[k + half]
-            _exchange(send, recv, half, mask, xs)
+            _exchange(send, recv, half, mask)
             for k in range(half):
                 vals[k] = (vals[k + half] if upper else vals[k]) + recv[k]
-            then(vals, send, recv, lane, xs)
+            then(vals, send, recv, lane)
     else:  # one value left: a plain butterfly add
-        @cuda.jit(device=True, **_INLINE)
-        def stage(vals, send, recv, lane, xs):
+        @BACKEND.jit(device=True, **_INLINE)
+        def stage(vals, send, recv, lane):
             send[0] = vals[0]
-            _exchange(send, recv, 1, mask, xs)
+            _exchange(send, recv, 1, mask)
             vals[0] += recv[0]
-            then(vals, send, recv, lane, xs)
+            then(vals, send, recv, lane)
     return stage
 
 
@@ -534,13 +488,13 @@ class DoesNotFit(ValueError):
     """This size cannot run with this variant on this machine (the message says why and what instead)."""
 
 
-@cuda.jit(device=True, **_INLINE)
+@BACKEND.jit(device=True, **_INLINE)
 def _grid_barrier(flags, status, ctl, t, spin_limit):
     cuda.cg.this_grid().sync()
     return True
 
 
-@cuda.jit(device=True, **_INLINE)
+@BACKEND.jit(device=True, **_INLINE)
 def _flag_barrier(flags, status, ctl, t, spin_limit):
     """Publish 'step t done' in this block's flag, wait until every block's flag says so.
 
@@ -586,13 +540,12 @@ def persistent_kernel(lay: Layout, barrier: str):
     # guards that are always true at this size fold away: the loops they sit in stay small enough
     # to unroll fully, which keeps w[] in registers (a partly unrolled loop indexes it at run time)
     COLS_EXACT, BATCH_EXACT = CC * TC == H, B % BC == 0
-    xs_shape = _scratch_shape(NT, HALF)
     flagged = barrier == "flag"
     step_barrier = _flag_barrier if flagged else _grid_barrier
     reduce_scatter = _reduce_scatter(N0, S)
 
-    @cuda.jit(device=True, **_INLINE)
-    def one_pass(b0, t, h, w, vals, send, recv, xs, part, us):
+    @BACKEND.jit(device=True, **_INLINE)
+    def one_pass(b0, t, h, w, vals, send, recv, part, us):
         """Step t for batch rows b0 .. b0 + BC - 1: partial sums, reduction, tanh, store of h_t."""
         tid = cuda.threadIdx.x
         rg, cc = tid // CC, tid % CC
@@ -610,7 +563,7 @@ def persistent_kernel(lay: Layout, barrier: str):
                             hv = h[t - 1, b0 + bb, c]
                             for i in range(TR):
                                 vals[i * BC + bb] += w[i * TC + k] * hv
-        reduce_scatter(vals, send, recv, lane, xs)
+        reduce_scatter(vals, send, recv, lane)
         if lane % SPREAD == 0:
             for q in range(HELD):
                 part[rg, cc >> S, ((lane * N0) >> S) + q] = vals[q]
@@ -633,7 +586,6 @@ def persistent_kernel(lay: Layout, barrier: str):
         recv = cuda.local.array(HALF, np.float32)
         part = cuda.shared.array((RG, WG, N0), np.float32)  # one warp's sums per row group
         us = cuda.shared.array((2, U_ROWS), np.float32)      # u_t and u_{t+1} for this block's rows
-        xs = cuda.shared.array(xs_shape, np.float32)
         ctl = cuda.shared.array(3, np.int32)                # flag barrier: base, stop, launch number
         steps = h.shape[0]
         tid = cuda.threadIdx.x
@@ -654,14 +606,14 @@ def persistent_kernel(lay: Layout, barrier: str):
             if t + 1 < steps:  # fetched now, used after the next barrier
                 for f in range(tid, U_ROWS, NT):
                     us[(t + 1) % 2, f] = u[t + 1, f // R, row0 + f % R] if row0 + f % R < H else np.float32(0)
-            all_passes(t, h, w, vals, send, recv, xs, part, us)
+            all_passes(t, h, w, vals, send, recv, part, us)
             if t + 1 < steps and not step_barrier(flags, status, ctl, t, spin_limit):
                 break
         if flagged and cuda.blockIdx.x == 0 and tid == 0:
             flags[cuda.gridDim.x] = ctl[2] + 1  # the next launch's flags start above this one's
 
     rnn_persistent.__name__ = rnn_persistent.__qualname__ = f"rnn_persistent_{barrier}"
-    return cuda.jit(**_jit_options(NT, lay.tiling.blocks_per_sm))(rnn_persistent)
+    return BACKEND.jit(rnn_persistent, **_jit_options(NT, lay.tiling.blocks_per_sm))
 
 
 def _barrier_bytes(lay: Layout, steps: int, barrier: str) -> tuple[int, int]:
@@ -694,7 +646,7 @@ class PersistentLaunch:
         self.configured = kernel[lay.blocks, lay.threads, stream]
         self.args, self.lay = args, lay
         self.status = status
-        self._status_view = host_view(status)
+        self._status_view = BACKEND.host_view(status)
 
     def timed_out_at(self) -> int | None:
         """The step whose barrier timed out in an earlier launch (reads host memory: no sync)."""
@@ -721,10 +673,9 @@ def bind_persistent_with(inputs, outputs, stream=0, *, tiling: Tiling | None = N
     kernel = persistent_kernel(lay, barrier)
     flags = cuda.to_device(np.zeros(lay.blocks + 1, np.int32), stream=stream)
     status = cuda.mapped_array(1, np.int32)
-    host_view(status)[0] = 0
+    BACKEND.host_view(status)[0] = 0
     args = (W, u, h, flags, status, np.int32(spin_limit))
-    signature = tuple(kernel.typeof_pyval(a) for a in args) if ON_GPU else None
-    require_coresident(kernel, signature, lay.blocks, lay.threads)
+    BACKEND.require_coresident(kernel, args, lay.blocks, lay.threads)
     return PersistentLaunch(kernel, lay, args, status, stream)
 
 

@@ -38,11 +38,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..arrays import ArgumentError, device_array
+from ..backend import BACKEND
 from ..core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, SpeedSpec, Tolerance, Variant,
                     Workload, kernel_name, register)
 from ..intrinsics import load4, store4
 from ..reduce import LOWEST, block_max, block_md, block_sum, md_combine, warp_max, warp_sum
-from ..runtime import ON_GPU, ON_SIMULATOR, cuda, persistent_grid
+from ..runtime import cuda
 
 F32 = 4                 # bytes per float32
 CHUNK = 4               # floats per chunk: one 16-byte access, or 4 strided scalar ones
@@ -51,7 +52,7 @@ MAX_THREADS = 1024      # per block
 MAX_CHUNKS = 8          # chunks one thread of `fused` holds: 32 floats, 32 registers
 FUSED_MAX_COLS = MAX_THREADS * MAX_CHUNKS * CHUNK  # 32768: the widest row `fused` keeps on chip
 STREAM_CHUNKS = 4       # chunks a streaming pass loads before it uses any: 64 bytes in flight
-WARP_ROWS = 2 if ON_SIMULATOR else 4  # rows per block when `fused` takes a row per warp (fewer on the
+WARP_ROWS = BACKEND.size(gpu=4, simulator=2)  # rows per block when `fused` takes a row per warp (fewer on the
                                        # simulator, whose barriers cost per thread of the block)
 SHARED_COLS = 4096      # fused_shared's row buffer (16 KiB of shared memory)
 SHARED_BLOCK = 64       # fused_shared's threads per row, and the exercise's first launch configuration
@@ -156,13 +157,11 @@ def row_access(threads: int, vector: bool, fill: float = LOWEST):
 
 
 def _jit(name: str, block: int):
-    """cuda.jit with fastmath (exp -> ex2.approx), and on a GPU the block size as a launch bound:
-    at 1024 threads the compiler must fit 64 registers a thread or the launch is refused."""
-    options = {} if ON_SIMULATOR else {"launch_bounds": block}
-
+    """cuda.jit with fastmath (exp -> ex2.approx), and the block size as a launch bound: at 1024
+    threads the compiler must fit 64 registers a thread or the launch is refused."""
     def wrap(fn):
         fn.__name__ = fn.__qualname__ = name
-        return cuda.jit(fastmath=True, **options)(fn)
+        return BACKEND.jit(fn, fastmath=True, launch_bounds=block)
     return wrap
 
 
@@ -447,7 +446,7 @@ def _check(inputs, outputs, vectors: bool | None = None) -> tuple[Any, Any, int,
 def require_aligned(**arrays) -> None:
     """Each device array starts on a 16-byte boundary (what 16-byte accesses need), or an error naming it."""
     for name, a in arrays.items():
-        if ON_GPU and a.__cuda_array_interface__["data"][0] % 16:
+        if BACKEND.address(a) % 16:
             raise ArgumentError(f"{name}: its device address is not 16-byte aligned (a view that starts "
                                 f"inside a row?); the 16-byte accesses need a fresh array or a copy")
 
@@ -456,17 +455,12 @@ def _flat(a, rows: int, cols: int):
     return a.reshape(rows * cols)  # a view: the kernels index rows by hand
 
 
-_FLAT_SIG = None  # the fused kernel's argument types, built lazily (needs numba types)
-
-
 def persistent_blocks(shape: RowShape, rows: int) -> int:
     """Resident blocks x SMs for the fused kernel (no more than there are row groups)."""
-    global _FLAT_SIG
-    if ON_GPU and _FLAT_SIG is None:
-        from numba import types
-        arr = types.Array(types.float32, 1, "C")
-        _FLAT_SIG = (arr, arr, types.int64, types.int64)
-    return min(persistent_grid(fused_kernel(shape), _FLAT_SIG, shape.block), shape.blocks(rows))
+    from numba import types
+    arr = types.Array(types.float32, 1, "C")
+    return min(BACKEND.persistent_grid(fused_kernel(shape), (arr, arr, types.int64, types.int64), shape.block),
+               shape.blocks(rows))
 
 
 def _rows_pass(name: str, rows: int, cols: int, shape: RowShape, reads: int, writes: int, per_row_reads: int = 0,

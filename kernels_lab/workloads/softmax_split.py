@@ -40,21 +40,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import ArgumentError
+from ..backend import BACKEND
 from ..core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ..intrinsics import globaltimer, load4, load_acquire_gpu, store4
 from ..reduce import LOWEST, block_md, md_combine
-from ..runtime import ON_GPU, ON_SIMULATOR, cuda, host_view
-from ..sim_coresident import RESIDENT_BLOCKS as SIM_RESIDENT_BLOCKS
+from ..runtime import cuda
 from . import softmax as sm
 
-SLICE_THREADS = 32 if ON_SIMULATOR else 128  # threads per block (the simulator's barriers cost per thread)
+SLICE_THREADS = BACKEND.size(gpu=128, simulator=32)  # threads per block (the simulator's barriers cost per thread)
 SLICE_CHUNKS = 8                             # at most 8 chunks (32 floats) a thread, as `fused`
 SLICE_FLOATS = SLICE_THREADS * SLICE_CHUNKS * sm.CHUNK  # floats of a slice: 4096 on a GPU
 WIDE_SLICES = 16   # past this many slices a row takes bigger blocks instead (H200, 2026-12-04, 131072 columns:
                    # 32 slices of 4096 floats were slower than 16 of 8192 and 8 of 16384)
 MAX_SLICES = 64
-SPLIT_MIN_COLS = 8192 if ON_GPU else 1       # narrower rows are one slice (k = 1): `fused` is the better kernel
-TIMEOUT_NS = 2_000_000_000 if ON_GPU else 120_000_000_000  # how long a block waits for its row's others
+SPLIT_MIN_COLS = BACKEND.size(gpu=8192, simulator=1)  # narrower rows are one slice (k = 1): `fused` is the better kernel
+TIMEOUT_NS = BACKEND.size(gpu=2_000_000_000, simulator=120_000_000_000)  # how long a block waits for its row's others
 COUNT_LIMIT = (1 << 31) - 1                  # the flags are int32 row counters
 _ZERO = np.float32(0)
 
@@ -121,9 +121,8 @@ def residency_refusal(shape: SplitShape) -> str | None:
     resident = resident_blocks(shape)
     if resident >= shape.slices:
         return None
-    where = "the simulator's side-by-side limit" if ON_SIMULATOR else "resident blocks per SM x SMs"
     return (f"softmax_split: a row in {shape.slices} slices needs {shape.slices} blocks of {shape.threads} threads "
-            f"resident at once; this machine holds {resident} ({where}); use the `online` variant")
+            f"resident at once; this machine holds {resident}; use the `online` variant")
 
 
 # -- a slice in 16-byte vectors, whatever the width ---------------------------------------------------
@@ -273,26 +272,16 @@ def split_kernel(shape: SplitShape):
             if not ok:
                 break
 
-    if ON_SIMULATOR:
-        from ..sim_coresident import mark
-        mark(split)
-    return split
-
-
-_SIG = None  # the kernel's argument types, built lazily (needs numba types)
+    return BACKEND.coresident(split)
 
 
 @functools.lru_cache(maxsize=None)
 def resident_blocks(shape: SplitShape) -> int:
     """Blocks of this kernel the machine holds at once (occupancy x SMs; the simulator's side-by-side cap)."""
-    global _SIG
-    if not ON_GPU:
-        return SIM_RESIDENT_BLOCKS
-    if _SIG is None:
-        from numba import types
-        f32, i32 = types.Array(types.float32, 1, "C"), types.Array(types.int32, 1, "C")
-        _SIG = (f32, f32, f32, i32, i32, types.int64, types.int64, types.int64, types.int64)
-    return int(split_kernel(shape).compile(_SIG).max_cooperative_grid_blocks(shape.threads))
+    from numba import types
+    f32, i32 = types.Array(types.float32, 1, "C"), types.Array(types.int32, 1, "C")
+    signature = (f32, f32, f32, i32, i32, types.int64, types.int64, types.int64, types.int64)
+    return BACKEND.resident_limit(split_kernel(shape), signature, shape.threads)
 
 
 def split_groups(shape: SplitShape, rows: int) -> int:
@@ -329,7 +318,7 @@ class SplitLaunch:
         self.flags = cuda.to_device(np.zeros(self.grid, np.int32), stream=stream)
         self.count, self.stream = 0, stream
         self.status = cuda.mapped_array(1, np.int32)
-        self._status = host_view(self.status)
+        self._status = BACKEND.host_view(self.status)
         self._status[0] = 0
         part = cuda.device_array(2 * 2 * self.grid, np.float32, stream=stream)  # 2 slots x (m, d) per block
         self.configured = split_kernel(shape)[self.grid, shape.threads, stream]
@@ -354,7 +343,7 @@ class SplitLaunch:
             self.count = 0
         self.configured(*self.args)
         self.count += self.rows_per_launch
-        if ON_SIMULATOR:  # the launch has finished here: say so now
+        if BACKEND.synchronous_launches:  # the launch has finished here: say so now
             self._raise_if_timed_out()
 
 

@@ -13,11 +13,10 @@ print(lessons.setup())
 
 # %% [markdown]
 # ## A grid sized to the machine
-# `persistent_grid` asks the occupancy calculator how many blocks fit per SM and multiplies by the SMs
-# (1056 blocks of 256 on an H200). The kernel loops: `i += cuda.gridsize(1)`.
+# `BACKEND.persistent_grid` asks the occupancy calculator how many blocks fit per SM and multiplies by the
+# SMs (1056 blocks of 256 on an H200). The kernel loops: `i += cuda.gridsize(1)`.
 
 # %%
-from kernels_lab.runtime import persistent_grid
 from kernels_lab.workloads import elementwise as E
 print("persistent grid here:", E._persistent_blocks(), "blocks of", E.BLOCK)
 
@@ -134,13 +133,14 @@ print(c.status())   # exit code 3: the idle budget ran out
 # start never arrive). kernels-lab refuses it before launch:
 
 # %%
-from kernels_lab.runtime import require_coresident, cooperative_grid_limit, BackendError
+from kernels_lab.backend import BACKEND
+from kernels_lab.runtime import BackendError
 from kernels_lab.profile.launch_ladder import persistent_steps
 from numba import types
 sig = (types.Array(types.float32, 1, "C"), types.int64)
-limit = cooperative_grid_limit(persistent_steps, sig, 128)
+limit = BACKEND.resident_limit(persistent_steps, sig, 128)
 try:
-    require_coresident(persistent_steps, sig, limit + 1, 128)
+    BACKEND.require_coresident(persistent_steps, sig, limit + 1, 128)
 except BackendError as e:
     print(e)
 

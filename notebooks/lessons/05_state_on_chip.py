@@ -92,7 +92,7 @@ for name in ("fused", "persistent"):
 # **The simulator's grid barrier is only a block barrier.** numba's simulator runs blocks one after
 # another, so `cuda.cg.this_grid().sync()` there waits for the threads of one block and no others: with
 # two blocks the results would be silently wrong. kernels-lab therefore runs the persistent variants with
-# **one block** on the simulator (`rnn.SIM_TILING`), and its limit refuses any hidden one block cannot hold.
+# **one block** on the simulator (`rnn.default_tiling()` there: 64 threads), and its limit refuses any hidden one block cannot hold.
 # On a GPU the same kernel runs one block per SM:
 
 # %%
@@ -277,17 +277,17 @@ print(f"\na grid sync costs {sync_us / replay_us:.2f}x what a graph replay pays 
 # most `blocks_per_sm x SMs` blocks (the layouts above), and the rows of W are split over them. With
 # `grid.sync()` CUDA's cooperative launch refuses a grid that cannot be co-resident; with the flag barrier
 # nothing would, and the blocks' bounded polls would time out (`rnn.BarrierTimeout`). So the workload
-# checks before every launch (`require_coresident`). One block more than fits:
+# checks before every launch (`BACKEND.require_coresident`). One block more than fits:
 
 # %%
-from kernels_lab.runtime import BackendError, cooperative_grid_limit, require_coresident
+from kernels_lab.backend import BACKEND
+from kernels_lab.runtime import BackendError
 bound = launchers["persistent"]
 kernel = rnn.persistent_kernel(bound.lay, rnn.PERSISTENT_BARRIER)
-signature = None if ON_SIMULATOR else tuple(kernel.typeof_pyval(a) for a in bound.args)
-limit = cooperative_grid_limit(kernel, signature, bound.lay.threads)
+limit = BACKEND.resident_limit(kernel, bound.args, bound.lay.threads)  # the arguments give the types
 print(f"this machine: at most {limit} co-resident block(s) of {bound.lay.threads} threads for this kernel")
 try:
-    require_coresident(kernel, signature, limit + 1, bound.lay.threads)
+    BACKEND.require_coresident(kernel, bound.args, limit + 1, bound.lay.threads)
 except BackendError as e:
     print(e)
 

@@ -88,7 +88,7 @@ for v in w.variants.values():
 # %%
 source = inspect.getsource(dk.kernels)
 start = source.index("    def decode_layer_pdl")
-print(source[start:source.index("    @cuda.jit", start)])
+print(source[start:source.index("    @BACKEND.jit", start)])
 
 # %% [markdown]
 # - `persistent`: one cooperative launch; each block takes tiles of every layer, a grid barrier between
