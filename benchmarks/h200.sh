@@ -24,7 +24,7 @@ for step in "$@"; do
     ncu)
       ncu --clock-control none --csv --print-units base \
           --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
-          $py -m kernels_lab.profile.ncu elementwise 134217728 unfused fused_naive fused persistent \
+          $py -m kernels_lab.instrument.ncu elementwise 134217728 unfused fused_naive fused persistent \
           > "$OUT/ncu_elementwise.csv" 2> "$OUT/ncu_stderr.txt"; echo "ncu rc=$?"; tail -3 "$OUT/ncu_stderr.txt"
       grep -c '"' "$OUT/ncu_elementwise.csv" ;;
     profile)

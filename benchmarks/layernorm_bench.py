@@ -6,7 +6,7 @@
    inputs, poisoned outputs); a wrong variant is reported and not timed;
 2. the copy ceiling (profile.ceiling), measured in this run;
 3. at each shape, every variant and torch's F.layer_norm / a torch.compile'd one (when torch imports)
-   timed interleaved (profile.timing: cold L2, medians), then rows of every output re-checked;
+   timed interleaved (instrument.timing: cold L2, medians), then rows of every output re-checked;
 4. OUT.json (results v1, kind "layernorm"); a table last.
 
 Every GB/s counts one read and one write of x (8 bytes per element) for everyone, torch included: gamma
@@ -28,7 +28,7 @@ from kernels_lab.checks import compare  # noqa: E402
 from kernels_lab.core import get_workload  # noqa: E402
 from kernels_lab.profile.ceiling import measure_copy_ceiling  # noqa: E402
 from kernels_lab.profile.results import dump, make_meta  # noqa: E402
-from kernels_lab.profile.timing import time_launchers  # noqa: E402
+from kernels_lab.instrument.timing import time_launchers  # noqa: E402
 from kernels_lab.runtime import cuda  # noqa: E402
 from kernels_lab.workloads.layernorm import EPS  # noqa: E402
 

@@ -37,7 +37,7 @@ from kernels_lab.core import Size, Variant, get_workload  # noqa: E402
 from kernels_lab.demos.rnn import figures, per_step  # noqa: E402
 from kernels_lab.profile.measure import measure_workload  # noqa: E402
 from kernels_lab.profile.results import dump, make_meta  # noqa: E402
-from kernels_lab.profile.timing import time_launchers  # noqa: E402
+from kernels_lab.instrument.timing import time_launchers  # noqa: E402
 from kernels_lab.runtime import cuda, device_facts  # noqa: E402
 from kernels_lab.workloads import rnn  # noqa: E402
 

@@ -7,7 +7,7 @@
    reported and not timed;
 2. the copy ceiling (profile.ceiling), measured in this run;
 3. at each shape, every version that fits and torch.softmax / a torch.compile'd softmax (when torch
-   imports) timed interleaved (profile.timing: cold L2, medians), then rows of every output re-checked;
+   imports) timed interleaved (instrument.timing: cold L2, medians), then rows of every output re-checked;
 4. a sweep over cols at fixed bytes (SWEEP_BYTES of x) for fused, online, split and torch.softmax:
    where fused stops fitting on chip, and which variant is fastest at each width;
 5. --ncu: DRAM bytes per registered variant from Nsight Compute at two shapes (does online's second
@@ -43,7 +43,7 @@ from kernels_lab.checks import compare  # noqa: E402
 from kernels_lab.core import Size, get_workload, kernel_name  # noqa: E402
 from kernels_lab.profile.ceiling import measure_copy_ceiling  # noqa: E402
 from kernels_lab.profile.results import dump, make_meta  # noqa: E402
-from kernels_lab.profile.timing import time_launchers  # noqa: E402
+from kernels_lab.instrument.timing import time_launchers  # noqa: E402
 from kernels_lab.runtime import cuda, device_facts  # noqa: E402
 from kernels_lab.workloads import softmax as sm  # noqa: E402
 from kernels_lab.workloads import softmax_split as sp  # noqa: E402
@@ -302,7 +302,7 @@ def measure_shape(kind: str, size: Size, todo: list[Version], anchors: Anchors |
 # -- ncu: DRAM bytes of the registered variants ------------------------------------------------------
 
 def ncu_bytes(records: list[dict[str, Any]], problems: list[str]) -> None:
-    from kernels_lab.profile.ncu import NcuError, measure
+    from kernels_lab.instrument.ncu import NcuError, measure
     for rows, cols in NCU_SHAPES:
         size = W.size(rows=rows, cols=cols)
         names = [v.name for v in W.variants.values() if v.why_not(size) is None]

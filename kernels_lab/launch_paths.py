@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .profile.launch_hook import check_numba_cuda_version, external_launch
+from .instrument.launch_hook import check_numba_cuda_version, external_launch
 from .runtime import ON_GPU
 
 

@@ -284,8 +284,8 @@ def _reads_before_wait(kernel: Any) -> Iterator[list[str]]:
     import threading
 
     from .intrinsics import grid_dependency_wait
-    from .profile.launch_hook import listening
-    from .profile.trace import watching
+    from .instrument.launch_hook import listening
+    from .instrument.trace import watching
     func = kernel.py_func
     space = func.__globals__
     names = [k for k, v in space.items() if v is grid_dependency_wait]

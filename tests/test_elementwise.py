@@ -78,7 +78,7 @@ def test_bad_inputs_name_the_problem(variant, rng):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_size_zero_returns_without_launching(variant):
-    from kernels_lab.profile.launch_hook import count_launches
+    from kernels_lab.instrument.launch_hook import count_launches
     empty = cuda.device_array(0, np.float32)  # a Size cannot be 0; a bound array still can
     inputs, outputs = {"x": empty, "b": empty, "alpha": np.float32(1)}, {"out": empty}
     with count_launches() as seen:

@@ -32,7 +32,7 @@ def test_vector_kernels_use_16_byte_accesses(name):
 
 def test_launch_hook_sees_gpu_launches():
     from kernels_lab.arrays import poisoned, to_device
-    from kernels_lab.profile.launch_hook import count_launches
+    from kernels_lab.instrument.launch_hook import count_launches
     n = 1000
     v = W.variant("unfused")
     launch = v.bind(to_device(W.make_inputs(W.size(n), np.random.default_rng(0))), poisoned(W.output_specs(W.size(n))))

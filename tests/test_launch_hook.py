@@ -3,8 +3,8 @@ import pytest
 
 from kernels_lab import get_workload
 from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile import launch_hook as launches
-from kernels_lab.profile.launch_hook import count_launches
+from kernels_lab.instrument import launch_hook as launches
+from kernels_lab.instrument.launch_hook import count_launches
 from kernels_lab.runtime import ON_GPU, cuda
 
 

@@ -30,7 +30,7 @@ def test_numba_internals_for_prebinding_are_there():
 
 @pytest.mark.gpu
 def test_prebound_launch_and_graph_replay_compute_what_numba_does(rng):
-    from kernels_lab.profile.launch_hook import count_launches
+    from kernels_lab.instrument.launch_hook import count_launches
     n = 1000 + 7
     a = rng.standard_normal(n).astype(np.float32)
     b = rng.uniform(-3, 1, n).astype(np.float32)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from kernels_lab import get_workload
-from kernels_lab.profile import ncu
+from kernels_lab.instrument import ncu
 
 CSV = Path(__file__).parent / "data" / "ncu_elementwise_h200.csv"
 VARIANTS = ["unfused", "fused_naive", "fused", "persistent"]

@@ -32,7 +32,7 @@ import pytest
 
 from kernels_lab import all_workloads, capabilities
 from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile.launch_hook import dry_run, listening
+from kernels_lab.instrument.launch_hook import dry_run, listening
 from kernels_lab.runtime import ON_SIMULATOR
 
 ROOT = Path(__file__).resolve().parents[1]

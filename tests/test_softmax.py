@@ -11,7 +11,7 @@ import pytest
 from kernels_lab import get_workload
 from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.checks import check_variant, compare
-from kernels_lab.profile.trace import per_array, tracing
+from kernels_lab.instrument.trace import per_array, tracing
 from kernels_lab.reduce import block_md, warp_max, warp_md, warp_sum
 from kernels_lab.runtime import ON_GPU, cuda
 from kernels_lab.workloads import softmax as sm
@@ -173,7 +173,7 @@ def test_split_on_the_gpu_at_large_magnitudes_and_many_rows_per_group(cols, rng)
 
 
 def test_every_variant_runs_through_the_ncu_child():
-    from kernels_lab.profile.ncu import _child
+    from kernels_lab.instrument.ncu import _child
     assert _child(["softmax", "rows=2,cols=5", *W.variants]) == 0
 
 

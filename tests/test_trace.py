@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kernels_lab.profile.trace import tracing
+from kernels_lab.instrument.trace import tracing
 from kernels_lab.runtime import ON_SIMULATOR, cuda
 
 pytestmark = pytest.mark.skipif(not ON_SIMULATOR, reason="tracing needs the simulator")

@@ -39,7 +39,7 @@ def test_every_variant_matches_the_float64_reference_at_odd_sizes(workload, vari
 @pytest.mark.parametrize("workload,variant", VARIANTS)
 def test_traced_bytes_equal_the_plan(workload, variant):
     # The check that keeps plans honest: every byte a plan declares, the kernels really move.
-    from kernels_lab.profile.trace import per_array, tracing
+    from kernels_lab.instrument.trace import per_array, tracing
     w = WORKLOADS[workload]
     v = w.variant(variant)
     for size in _runnable(w, variant)[:2]:

@@ -7,7 +7,7 @@ saw happen (launch records, who wrote each output element, traced bytes). Everyt
 is checked by the parent. Before each step it writes PROGRESS.json ({"phase", "case", "step"}):
 the warden restarts that phase's clock there, and a timeout names the run that hung.
 
-The work must be a kernel's: run_case watches every launch (kernels_lab.profile.launch_hook) and
+The work must be a kernel's: run_case watches every launch (kernels_lab.instrument.launch_hook) and
 snapshots the outputs before and after each one, so each output element's last change is
 attributed to a launch of the submission's own kernel, to a kernel it did not write (a copied
 reference), or to the host (an answer computed with NumPy and copied in). The submission may not
@@ -180,7 +180,7 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
     the grader's child requires the submission itself). keep: a list that holds the run's device
     arrays alive (so a sanitizer's addresses stay unique to one run)."""
     from kernels_lab.arrays import poisoned, to_device
-    from kernels_lab.profile.launch_hook import listening
+    from kernels_lab.instrument.launch_hook import listening
     from kernels_lab.runtime import ON_GPU, ON_SIMULATOR, cuda
     own = own or defined_outside_kernels_lab
     result = {"id": case["id"], "outputs": None, "error": None, "launches": None, "bytes": None,
@@ -215,7 +215,7 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
 
         tracer = nullcontext()
         if ON_SIMULATOR:
-            from kernels_lab.profile.trace import tracing
+            from kernels_lab.instrument.trace import tracing
             tracer = tracing(writers=True, perturb_seed=case.get("perturb_seed"), yield_probability=0.5)
         with listening(begin, end), tracer as trace:
             if kind == "kernel":
@@ -285,7 +285,7 @@ def main(job_path: str, report_path: str, progress_path: str | None = None) -> i
     import numpy as np
 
     from kernels_lab.grading.sandbox import encode
-    from kernels_lab.profile import launch_hook
+    from kernels_lab.instrument import launch_hook
     from kernels_lab.runtime import cuda
 
     def save():

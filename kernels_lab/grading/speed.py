@@ -1,7 +1,7 @@
 """Speed on a GPU: the student's kernel against the reference solution, interleaved, classed conservatively.
 
 In the child (on a GPU only): both kernels run on the same inputs, rep by rep in turn, each
-after an L2 flush, timed with CUDA events (profile.timing), so clock drift and a noisy
+after an L2 flush, timed with CUDA events (instrument.timing), so clock drift and a noisy
 neighbour hit both alike. Each repetition gives one ratio student / reference.
 
 In the parent: the ratios' median is the leaderboard value (lower is faster); the class
@@ -39,7 +39,7 @@ def measure(entry, reference, student_args: list, reference_args: list, config: 
             reference_config: tuple[int, int], reps: int) -> dict[str, list[float]]:
     """Child side: interleaved event times (ms) of the student's launch and the reference's,
     each writing its own output array (the student's is checked by the parent afterwards)."""
-    from ..profile.timing import time_launchers
+    from ..instrument.timing import time_launchers
     student = entry[config[0], config[1]]
     ref = reference[reference_config[0], reference_config[1]]
     ts, tr = time_launchers([lambda: student(*student_args), lambda: ref(*reference_args)], reps=reps)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..workloads.elementwise import BLOCK, vector_map
 from ..runtime import cuda
-from .timing import time_launchers
+from ..instrument.timing import time_launchers
 
 
 @cuda.jit(device=True, inline=True)

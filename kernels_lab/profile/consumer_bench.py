@@ -24,7 +24,7 @@ import numpy as np
 
 from ..consumer import LaunchPerRequest, PersistentConsumer, reference
 from ..runtime import ON_GPU
-from .timing import TimingUnavailable
+from ..instrument.timing import TimingUnavailable
 
 
 MODES = ("ideal", "persistent-ll", "persistent-seq", "launch", "batch8")

@@ -24,7 +24,7 @@ import numpy as np
 from ..backend import BACKEND
 from ..launch_paths import CapturedGraph, PreboundLaunch
 from ..runtime import ON_GPU, cuda, device_facts
-from .timing import TimingUnavailable
+from ..instrument.timing import TimingUnavailable
 
 BLOCK = 128
 

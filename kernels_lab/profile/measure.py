@@ -20,8 +20,8 @@ from ..backend import BACKEND
 from ..checks import compare
 from ..core import Size, Variant, Workload
 from ..runtime import ON_GPU, ON_SIMULATOR, device_facts
-from .launch_hook import count_launches
-from .timing import time_launchers
+from ..instrument.launch_hook import count_launches
+from ..instrument.timing import time_launchers
 
 T = TypeVar("T")
 
@@ -139,7 +139,7 @@ def trace_if_simulated() -> AbstractContextManager:
     """A context that traces every global-memory access on the simulator (it yields the trace) and
     yields None on a GPU, where nothing can trace them: one `with` serves both back-ends."""
     if ON_SIMULATOR:
-        from .trace import tracing
+        from ..instrument.trace import tracing
         return tracing()
     return nullcontext(None)
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..workloads import quantize_group as pdl
 from ..runtime import ON_GPU, cuda
-from .timing import TimingUnavailable
+from ..instrument.timing import TimingUnavailable
 
 SIZE_CLASSES = {"tiny": (256, 1024), "small": (4096, 16384), "large": (1 << 18, 1 << 20)}
 # The (G, size class) points whose last run's timeline is kept: G = 8 in every class (lesson 06's

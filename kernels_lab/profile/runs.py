@@ -80,7 +80,7 @@ def attach_ncu(workload: Workload, records: list[dict[str, Any]], json_path: str
                say: Callable[[str], None] = print) -> str | None:
     """Nsight Compute's DRAM bytes for the largest size's records, rewritten into the results file
     (the sweep's own meta kept). Returns None, or why ncu could not measure."""
-    from . import ncu
+    from ..instrument import ncu
     largest = max(records, key=lambda r: r["n"])
     size = workload.size(**largest["size"])
     variants = list(dict.fromkeys(r["variant"] for r in records))

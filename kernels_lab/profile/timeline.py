@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from ..runtime import ON_SIMULATOR
-from .launch_hook import LaunchRecord, listening
+from ..instrument.launch_hook import LaunchRecord, listening
 
 
 def _timing_event(stream: Any):

@@ -34,7 +34,7 @@ for v in w.variants.values():
 
 # %%
 from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile.launch_hook import count_launches
+from kernels_lab.instrument.launch_hook import count_launches
 from kernels_lab.profile.measure import trace_if_simulated  # the trace on the simulator, None on a GPU
 size = w.size(1031)
 inputs = w.make_inputs(size, np.random.default_rng(1))

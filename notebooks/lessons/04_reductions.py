@@ -65,7 +65,7 @@ print("float64 reference", "  softmax", (r64 / r64.sum()).astype(np.float32))
 
 # %%
 from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile.launch_hook import count_launches
+from kernels_lab.instrument.launch_hook import count_launches
 from kernels_lab.profile.measure import trace_if_simulated
 size = w.size(rows=5, cols=67)
 inputs = w.make_inputs(size, np.random.default_rng(1))
@@ -462,7 +462,7 @@ print("(layout: threads per row x 4-float chunks a thread)")
 # Three slices per row, 5 rows, one group looping over them:
 
 # %%
-from kernels_lab.profile.trace import per_array
+from kernels_lab.instrument.trace import per_array
 from kernels_lab.workloads import softmax_split as sp
 small = w.size(rows=5, cols=301)
 three = sp.split_shape(small.cols, slices=3)

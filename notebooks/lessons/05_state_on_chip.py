@@ -53,7 +53,7 @@ print("the barrier of each persistent variant:", ", ".join(f"{n}: {b}" for n, b 
 
 # %%
 from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile.launch_hook import count_launches
+from kernels_lab.instrument.launch_hook import count_launches
 from kernels_lab.profile.measure import trace_if_simulated
 size = w.size()  # the back-end's default: tiny on the simulator
 inputs = w.make_inputs(size, np.random.default_rng(1))

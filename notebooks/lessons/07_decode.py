@@ -54,7 +54,7 @@ for v in w.variants.values():
 
 # %%
 from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile.launch_hook import count_launches
+from kernels_lab.instrument.launch_hook import count_launches
 from kernels_lab.profile.measure import trace_if_simulated
 size = w.size()
 inputs = w.make_inputs(size, np.random.default_rng(7))

@@ -16,7 +16,7 @@
 import numpy as np
 from kernels_lab import lessons, get_workload
 from kernels_lab.arrays import poisoned, to_device
-from kernels_lab.profile.launch_hook import count_launches
+from kernels_lab.instrument.launch_hook import count_launches
 from kernels_lab.profile.measure import trace_if_simulated
 print(lessons.setup())
 

@@ -3,7 +3,7 @@
 numba internals touched here and nowhere else (pinned to numba-cuda 0.30):
   GPU:       numba.cuda.dispatcher._Kernel.launch(self, args, griddim, blockdim, stream, sharedmem)
   simulator: numba.cuda.simulator.kernel.FakeCUDAKernel.__call__(self, *args)
-tests/test_launches.py fails loudly if either moves. Launches that bypass numba (a pre-bound
+tests/test_launch_hook.py fails loudly if either moves. Launches that bypass numba (a pre-bound
 cuda.core launch, a graph replay) are reported by their launcher through `external_launch`.
 """
 

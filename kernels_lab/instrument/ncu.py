@@ -2,7 +2,7 @@
 
     ncu --clock-control none --csv --print-units base \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
-        python -m kernels_lab.profile.ncu WORKLOAD N VARIANT...
+        python -m kernels_lab.instrument.ncu WORKLOAD N VARIANT...
 
 The child (this module's __main__) runs each variant once, bracketed by marker kernels, so
 the parent can tell which launches belong to which variant. numba's mangled kernel names are
@@ -105,7 +105,7 @@ def measure(workload: str, size: Size, variants: list[str], timeout_s: float = 3
     if ncu is None:
         raise NcuError("ncu (Nsight Compute) is not on PATH: measured DRAM bytes are skipped")
     cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", ",".join(METRICS),
-           sys.executable, "-m", "kernels_lab.profile.ncu", workload, str(size), *variants]
+           sys.executable, "-m", "kernels_lab.instrument.ncu", workload, str(size), *variants]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "KERNELS_LAB_BACKEND": "gpu"})

@@ -217,7 +217,7 @@ def tracing(writers: bool = False, perturb_seed: int | None = None,
             yield_probability: float = 0.05) -> Iterator[Trace]:
     """with tracing() as trace: ...  -> per launch, per array, elements read and written.
 
-    Only the simulator can trace; on a GPU use Nsight Compute (profile.ncu).
+    Only the simulator can trace; on a GPU use Nsight Compute (instrument.ncu).
     """
     if not ON_SIMULATOR:
         raise RuntimeError("memory tracing needs the CUDA simulator (KERNELS_LAB_BACKEND=sim); "
