@@ -185,9 +185,3 @@ def device_facts() -> DeviceFacts:
     _free, total = cuda.current_context().get_memory_info()
     return DeviceFacts("gpu", name, tuple(dev.compute_capability), int(dev.MULTIPROCESSOR_COUNT),
                        int(dev.L2_CACHE_SIZE), int(total), int(dev.MAX_THREADS_PER_MULTIPROCESSOR))
-
-
-def host_view(mapped):
-    """backend.BACKEND.host_view, for decode_protocol.py until its owner moves it to BACKEND (then delete)."""
-    from .backend import BACKEND
-    return BACKEND.host_view(mapped)

@@ -358,8 +358,9 @@ def run_data_case(entry, judge, case: dict, name: str) -> dict:
     if problem:
         result["entry_problem"] = result["error"] = {"type": "TypeError", "where": "", "message": problem}
         return result
+    call = getattr(judge, "call", None)  # a judge whose entry is no host function (device functions) calls it
     try:
-        value = entry(case["job"]["argument"])
+        value = call(entry) if call else entry(case["job"]["argument"])
         result["value"] = _plain(value)
     except (Exception, SystemExit) as e:  # noqa: BLE001  (a failing call is a graded outcome)
         result["error"] = _describe(e)

@@ -12,3 +12,4 @@ from . import cross_entropy  # noqa: F401
 from . import layernorm  # noqa: F401
 from . import rnn  # noqa: F401
 from . import decode  # noqa: F401
+from . import decode_protocol  # noqa: F401  (lesson 07's graded exercise, on decode's megakernel)

@@ -139,8 +139,9 @@ print("serial table:                 ", dk.waits_only_on_earlier_blocks(
 # stores it announces: a consumer sees "all tiles done" and reads a stale `x_l`. Take out the **acquire**
 # (a plain load) and the compiler hoists the load out of the loop (it never sees the new count), or the
 # consumer's later reads of `x_l` are served from a stale L1 line. Wait for the **wrong count** (fewer
-# tiles than the layer has) and it reads rows not yet written. None of this shows on the simulator, whose
-# memory is one coherent NumPy buffer: there the protocol's logic is checked, not its memory ordering.
+# tiles than the layer has) and it reads rows not yet written. No run on the simulator shows the first two
+# (its memory is one coherent NumPy buffer), and a GPU shows them only sometimes: exercise 1's check reads
+# them from the PTX, where the release add, the fence and the acquire load are plain to see.
 #
 # The bounded wait, made to fail: a table that leaves out one tile of layer 0. Layer 1 waits for a count
 # that never comes; the wait gives up, sets a flag in mapped memory, and the host refuses to go on:
@@ -167,15 +168,19 @@ except decode.DependencyTimeout as e:
 # must be visible GPU-wide before the count is; `wait(counters, layer, tiles, spin_limit)`: True once
 # `counters[layer] >= tiles`, polling with an acquire load and a `nanosleep` between polls; False after at
 # most `spin_limit + 1` polls. The intrinsics: `add_release_gpu(a, i, v)` (`red.release.gpu`: a release add),
-# `load_acquire_gpu(a, i)` (`ld.acquire.gpu`), `nanosleep(ns)`. The check runs the megakernel with yours:
-# bounded, right against float64, and (on the simulator) with a table where layer 1 runs before layer 0's
-# last tile, which a wait that counts every tile must refuse. It cannot check memory ordering (the
-# simulator's memory is coherent): that part is yours. On a GPU, check on the simulator first: a wait that
-# never gives up and never sees its count would hang the GPU.
+# `load_acquire_gpu(a, i)` (`ld.acquire.gpu`), `nanosleep(ns)`; `cuda.threadfence()` before a plain
+# `cuda.atomic.add` is a release too. The check is the grader's (`kernels-lab grade decode_protocol`, same
+# checks and points): signal once (it must add exactly 1); wait with every tile counted (True at once), and
+# with one short while a second block counts the last tile later (False, before then: it gave up after
+# `spin_limit + 1` polls); the megakernel with yours against float64; and, since no run can show memory
+# ordering (the simulator's memory is coherent, a GPU shows a stale read only sometimes), the PTX numba's
+# compiler makes of a kernel calling each: the count must be a release (or follow a gpu-scope fence), the poll
+# an acquire (or a relaxed read followed by a fence), re-read in the loop. Without the compiler (the `cu13`
+# extra) those two are not checked here. On a GPU, check on the simulator first: a wait that never gives up
+# and never re-reads its count would hang the GPU.
 
 # %% tags=["stub"]
 from kernels_lab.intrinsics import add_release_gpu, load_acquire_gpu, nanosleep
-from kernels_lab.workloads.decode_protocol import check_protocol
 
 
 @cuda.jit(device=True)
@@ -194,7 +199,6 @@ def wait(counters, layer, tiles, spin_limit):
 # %% tags=["exercise"]
 # EXERCISE: decode_protocol
 from kernels_lab.intrinsics import add_release_gpu, load_acquire_gpu, nanosleep
-from kernels_lab.workloads.decode_protocol import check_protocol
 
 
 @cuda.jit(device=True)
@@ -214,7 +218,7 @@ def wait(counters, layer, tiles, spin_limit):
 
 
 # %%
-print(check_protocol(globals().get("signal"), globals().get("wait")))
+print(lessons.check("decode_protocol", globals().get("wait")))  # wait, and the signal beside it
 
 # %% [markdown]
 # ### Exercise 2: the floor a pass cannot beat
