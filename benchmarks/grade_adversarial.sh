@@ -32,7 +32,7 @@ escape_target="$OUT/adversarial/escape_results.json"
   echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
   echo "# compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
   echo "# versions: $($py -m pip list 2>/dev/null | grep -iE '^(numba|numba-cuda|numpy|cuda-core|cuda-bindings) ' | tr -s ' ' | paste -sd,)"
-  $py -m kernels_lab.grading.sandbox
+  $py -m kernels_lab.grading.confine
   $py -c 'from kernels_lab.grading import compile_gate; print("# compile gate:", compile_gate.available())'
 } > "$report" 2>&1
 

@@ -70,7 +70,7 @@ for step in "$@"; do
         { echo "# command: ./benchmarks/h200.sh grade-lessons (kernels-lab grade $ex ... --timeout 60 --json); date: $(date -u +%FT%TZ)"
           echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
           echo "# versions: $($py -m pip list 2>/dev/null | grep -iE '^(numba|numba-cuda|numpy|cuda-core) ' | tr -s ' ' | paste -sd,)"
-          $py -m kernels_lab.grading.sandbox
+          $py -m kernels_lab.grading.confine
           # the progress line rewrites itself with carriage returns: split it and drop it
           $py -m kernels_lab.cli grade $ex ${pair#*:} --timeout 60 --workers 2 --json "$OUT/grades_$ex.json" 2>&1 | tr '\r' '\n' | grep -v "^grading "
         } > "$OUT/grades_${ex}_gpu.txt"; grep -E "^[a-z_]+ - |traffic|timeline|FAIL" "$OUT/grades_${ex}_gpu.txt" | head -30

@@ -12,7 +12,7 @@ under any back-end (and `doctor` runs even when the requested back-end is unusab
   gpu()                a CUDA driver that sees a device (asked through ctypes, no numba)
 
 The grader's compile gate and sandbox report through kernels_lab.grading (compile_gate.available,
-sandbox.protections); `doctor` shows those beside these.
+confine.protections); `doctor` shows those beside these.
 """
 
 from __future__ import annotations

@@ -416,7 +416,7 @@ def fixed(grid: int, block: int) -> Config:
 @dataclass(frozen=True)
 class Case:
     """One graded size. seed: a public case's inputs; hidden: its inputs are drawn from seed and a seed
-    chosen at grading time (grading/sandbox.build_cases); probe: the workload's symmetric inputs (a wrong
+    chosen at grading time (grading/cases.build_cases); probe: the workload's symmetric inputs (a wrong
     index could pass)."""
 
     size: Size

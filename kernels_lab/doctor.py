@@ -174,9 +174,9 @@ def report() -> tuple[str, list[str]]:
             feature(False, name, f"{what} is here ({where}) but needs a GPU")
         else:
             feature(False, name, where + ("" if runtime.ON_GPU else "; it needs a GPU as well"))
-    protections = _optional("kernels_lab.grading.sandbox", "protections")
+    protections = _optional("kernels_lab.grading.confine", "protections")
     if protections is None:
-        lines.append("  grader sandbox: not reported (kernels_lab.grading.sandbox.protections is absent)")
+        lines.append("  grader sandbox: not reported (kernels_lab.grading.confine.protections is absent)")
     else:
         try:
             rows = list(protections())

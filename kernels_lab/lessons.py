@@ -78,7 +78,7 @@ def judged(exercise: str, entry: Any) -> Judged:
     from .grading.child import forbidden_import, run_case, run_data_case
     from .grading.exercises import get_exercise
     from .grading.records import Run
-    from .grading.sandbox import build_cases, load_judge
+    from .grading.cases import build_cases, load_judge
     from .grading.verdict import case_verdict
     ex = get_exercise(exercise)
     if entry is None:

@@ -197,7 +197,7 @@ def test_gpu_grading_times_against_the_reference_and_runs_the_sanitizers():
 
 def test_speed_credit_needs_a_correct_output_at_the_speed_size():
     from kernels_lab.grading.judge import speed_test
-    from kernels_lab.grading.sandbox import ChildRun
+    from kernels_lab.grading.records import ChildRun
     ex = get_exercise("fuse_chain")
     n = 1000
     inputs = ex.spec.make_inputs(ex.spec.size(n), np.random.default_rng(0))

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from kernels_lab import cli
-from kernels_lab.grading import compile_gate, report, sandbox
+from kernels_lab.grading import compile_gate, report
 from kernels_lab.grading import judge as J
+from kernels_lab.grading.cases import build_cases, run_key
+from kernels_lab.grading.confine import SANDBOX_ENV, protections
 from kernels_lab.grading.exercises import get_exercise, load_exercise_file
 from kernels_lab.grading.grade import counted_checks, failed_grade, grade, max_score
 from sources import submission, write_submission
@@ -35,7 +37,7 @@ def _test(g, name):
 
 
 def _protected(name):
-    return dict((n, on) for n, on, _ in sandbox.protections())[name]
+    return dict((n, on) for n, on, _ in protections())[name]
 
 
 def _no_hint(g, *allowed):
@@ -51,7 +53,7 @@ def test_a_double_forked_grandchild_dies_before_the_results_are_written(tmp_path
     results = tmp_path / "results.json"
     monkeypatch.setenv("KL_TEST_TARGETS", str(results))
     if mode == "subreaper only":  # no namespaces, no Landlock: the warden alone must kill the grandchild
-        monkeypatch.setenv(sandbox.SANDBOX_ENV, "off")
+        monkeypatch.setenv(SANDBOX_ENV, "off")
     code = cli.main(["grade", "fuse_mini", str(ADVERSARIAL / "escape_double_fork.py"), "--exercises", str(MINI_FILE),
                      "--gradescope", str(results), "--timeout", "30"])
     assert code == 0
@@ -154,7 +156,7 @@ def _as_on_a_gpu_with_sanitizers(monkeypatch, asked):
     monkeypatch.setattr(G, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
     def sanitize(ex, src, tool, *a, **k):
         asked.append((tool, k))
-        left = sandbox.build_cases(ex, public_only=tool != "memcheck", perturbed=False, probes=False,
+        left = build_cases(ex, public_only=tool != "memcheck", perturbed=False, probes=False,
                                    leave_out=k["hung"])  # what the real one would run
         return SanitizerResult("clean", 0, "") if left else \
             SanitizerResult("skipped", 0, "every run it would check already timed out")
@@ -172,9 +174,9 @@ def test_a_hang_on_one_hidden_size_costs_that_run_only(monkeypatch):
     g = _grade("fuse_mini", "spin_on_hidden", timeout_s=2)
     assert time.monotonic() - t0 < 25
     ex = MINI["fuse_mini"]
-    runs = sandbox.build_cases(ex, perturbed=False)
-    spin = next(sandbox.run_key(ex, c) for c in runs if c["case"].size.elements == 70 and c["config"] == (3, 32))
-    probe = next(sandbox.run_key(ex, c) for c in runs if c["role"] == "probe")  # after the spin: never reached
+    runs = build_cases(ex, perturbed=False)
+    spin = next(run_key(ex, c) for c in runs if c["case"].size.elements == 70 and c["config"] == (3, 32))
+    probe = next(run_key(ex, c) for c in runs if c["role"] == "probe")  # after the spin: never reached
     assert [(a[0], a[1]["hung"], a[1]["run_limit_s"]) if a[0] == "memcheck" else a for a in asked] == \
         [("memcheck", frozenset({spin, probe}), AFTER_HANG_S), ("simulator", AFTER_HANG_S, frozenset({spin, probe}))]
     assert g.outcome == "timeout" and _test(g, "correct (public)").status == "passed"
@@ -198,8 +200,8 @@ def test_a_spin_in_every_run_costs_one_limit_on_a_gpu_machine(monkeypatch):
     took = time.monotonic() - t0
     assert took <= 2 * limit + 30, took
     assert g.outcome == "timeout" and g.score == 0 and g.max_score == max_score(MINI["block_sums_mini"], False)
-    every = frozenset(sandbox.run_key(MINI["block_sums_mini"], c) for c in
-                      sandbox.build_cases(MINI["block_sums_mini"], perturbed=False, probes=False))
+    every = frozenset(run_key(MINI["block_sums_mini"], c) for c in
+                      build_cases(MINI["block_sums_mini"], perturbed=False, probes=False))
     assert [a for a in asked if a[0] == "simulator"] == [("simulator", AFTER_HANG_S, every)]  # no run left: no child
     memcheck = [a[1] for a in asked if a[0] == "memcheck"]
     assert len(memcheck) == 1 and memcheck[0]["hung"] == every  # the sanitizer is left nothing to run either
@@ -322,11 +324,11 @@ def test_a_sanitizer_leaves_out_the_runs_that_already_hung(monkeypatch):
     from kernels_lab.grading import sanitizer as S
     from kernels_lab.grading.exercises import get_exercise
     ex = get_exercise("fuse_chain")
-    keys = [sandbox.run_key(ex, c) for c in sandbox.build_cases(ex, perturbed=False, probes=False)]
+    keys = [run_key(ex, c) for c in build_cases(ex, perturbed=False, probes=False)]
     given = []
 
     def child(ex, source, timeout_s, memory_bytes, cases, **kw):
-        given.append([sandbox.run_key(ex, c) for c in cases])
+        given.append([run_key(ex, c) for c in cases])
         raise StopIteration  # what it was given is all this test needs
 
     monkeypatch.setattr(S, "ON_GPU", True)
@@ -342,12 +344,12 @@ def test_a_sanitizer_run_is_matched_to_the_graded_run_by_case_and_configuration_
     # memcheck's child runs no probes, the grade's does: ids are positions in each child's own list
     from kernels_lab.grading.exercises import get_exercise
     ex = get_exercise("fuse_chain")
-    graded = [c for c in sandbox.build_cases(ex, perturbed=False, hidden=7) if c["role"] == "plain"]
-    checked = sandbox.build_cases(ex, perturbed=False, probes=False, hidden=7)  # one hidden seed per grade
-    by_key = {sandbox.run_key(ex, c): c for c in graded}
+    graded = [c for c in build_cases(ex, perturbed=False, hidden=7) if c["role"] == "plain"]
+    checked = build_cases(ex, perturbed=False, probes=False, hidden=7)  # one hidden seed per grade
+    by_key = {run_key(ex, c): c for c in graded}
     assert len(by_key) == len(graded) == len(checked)
     for c in checked:
-        twin = by_key[sandbox.run_key(ex, c)]
+        twin = by_key[run_key(ex, c)]
         assert twin["case"] is c["case"] and twin["config"] == c["config"]
         assert all(np.array_equal(twin["inputs"][k], v) for k, v in c["inputs"].items())
 
@@ -368,7 +370,7 @@ def test_on_a_gpu_machine_the_simulator_charges_an_index_past_the_end_in_every_r
 
 
 def test_the_sandbox_says_what_protects_this_machine():
-    rows = sandbox.protections()
+    rows = protections()
     names = [r[0] for r in rows]
     assert names[:5] == ["process containment", "filesystem writes", "signals and ptrace", "unprivileged user",
                          "network"]
@@ -391,7 +393,6 @@ def test_a_gpu_machine_still_counts_the_byte_budget_from_a_simulator_trace(monke
 def test_memcheck_errors_cost_the_runs_they_occur_in_hidden_ones_too(monkeypatch):
     # as on a GPU machine with compute-sanitizer: memcheck (faked here) ties two errors to the hidden run
     from kernels_lab.grading import grade as G
-    from kernels_lab.grading.sandbox import build_cases, run_key
     from kernels_lab.grading.sanitizer import SanitizerResult
     ex = MINI["fuse_mini"]
     hidden = next(run_key(ex, c) for c in build_cases(ex, perturbed=False) if c["case"].hidden and c["role"] == "plain")

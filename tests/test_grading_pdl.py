@@ -17,11 +17,11 @@ from kernels_lab import pdl_rules
 from kernels_lab.backend import BACKEND
 from kernels_lab.core import Case, Exercise, Size
 from kernels_lab.grading import report
+from kernels_lab.grading.cases import build_cases, load_judge
 from kernels_lab.grading.child import run_data_case
 from kernels_lab.grading.exercises import get_exercise
 from kernels_lab.grading.grade import _grade_data, counted_checks, grade, max_score
-from kernels_lab.grading.records import Run
-from kernels_lab.grading.sandbox import ChildRun, build_cases, load_judge
+from kernels_lab.grading.records import ChildRun, Run
 from kernels_lab.lessons import solution_source
 from kernels_lab.runtime import ON_SIMULATOR
 from sources import SUBMISSIONS

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from kernels_lab.core import Case, Exercise, HardInput
+from kernels_lab.grading.cases import build_cases
 from kernels_lab.grading.exercises import exercises
-from kernels_lab.grading.sandbox import build_cases
 
 GRADED = {name: ex for name, ex in exercises().items() if ex.kind != "data"}
 

@@ -284,7 +284,7 @@ def main(job_path: str, report_path: str, progress_path: str | None = None) -> i
 
     import numpy as np
 
-    from kernels_lab.grading.sandbox import encode
+    from kernels_lab.grading.records import encode
     from kernels_lab.instrument import launch_hook
     from kernels_lab.runtime import cuda
 
@@ -314,7 +314,7 @@ def main(job_path: str, report_path: str, progress_path: str | None = None) -> i
     save()  # an import that worked is on record even if a case then hangs
 
     if job["kind"] == "data":
-        from kernels_lab.grading.sandbox import load_judge
+        from kernels_lab.grading.cases import load_judge
         judge = load_judge(types.SimpleNamespace(judge=job["judge"]))
         for case in job["cases"]:
             progress("run", case["id"])
@@ -341,7 +341,7 @@ def main(job_path: str, report_path: str, progress_path: str | None = None) -> i
 
 def _plain(value: Any) -> Any:
     """The student's value as the report can carry it (JSON), else its repr (which no judge accepts)."""
-    from kernels_lab.grading.sandbox import encode
+    from kernels_lab.grading.records import encode
     try:
         plain = encode(value)
         json.dumps(plain)

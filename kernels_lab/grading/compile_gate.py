@@ -139,7 +139,8 @@ def _scalar(dtype) -> str:
 
 def _run(source: str, entry: str, sig: str, run_s: float, memory_bytes: int) -> dict:
     """The gate's child, confined like every child; its JSON result (or why there is none)."""
-    from .sandbox import confine, hand_over, scratch_folder
+    from .confine import hand_over, scratch_folder
+    from .lifecycle import run_confined
     env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     with tempfile.TemporaryDirectory(prefix="kl-compile-") as tmp:
@@ -148,10 +149,10 @@ def _run(source: str, entry: str, sig: str, run_s: float, memory_bytes: int) -> 
         (scratch / "submission.py").write_text(source)
         hand_over(scratch / "submission.py")
         result = scratch / "result.json"
-        got = confine([sys.executable, "-m", "kernels_lab.grading.compile_gate", str(scratch / "submission.py"),
-                       entry, sig, str(result)], tmp, env=env, run_s=run_s, address_limit=False,
-                      memory_bytes=memory_bytes, phase_limits={"compile": COMPILE_S},
-                      total_s=COMPILE_S + run_s + 120)
+        got = run_confined([sys.executable, "-m", "kernels_lab.grading.compile_gate", str(scratch / "submission.py"),
+                            entry, sig, str(result)], tmp, env=env, run_s=run_s, address_limit=False,
+                           memory_bytes=memory_bytes, phase_limits={"compile": COMPILE_S},
+                           total_s=COMPILE_S + run_s + 120)
         try:
             doc = json.loads(result.read_text()) if result.exists() else None
         except ValueError:

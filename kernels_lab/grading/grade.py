@@ -1,6 +1,6 @@
 """The grade of one submission: its confined children, then the judge (judge.py), in the parent.
 
-One submission is run in a confined child (sandbox.run_child); everything it reports is judged
+One submission is run in a confined child (lifecycle.run_child); everything it reports is judged
 here, against the reference, after its whole process tree is dead. What the checks are, what they
 need and how they score is judge.CHECKS (the lessons' own check runs the same objects); what this
 module adds is the evidence only the grader can gather:
@@ -32,11 +32,11 @@ from ..core import Exercise
 from ..runtime import BACKEND_NAME, ON_GPU, ON_SIMULATOR
 from . import compile_gate as gate_module
 from . import judge as J
-from . import sandbox
+from .cases import build_cases, describe_case, hidden_seed, run_key
+from .confine import RUN_TIMEOUT_S, SANDBOX_ENV, protections
 from .judge import Evidence, Machine
-from .records import Run, TestResult, Verdict
-from .sandbox import (RUN_TIMEOUT_S, ChildRun, build_cases, describe_case, hidden_seed, protections, run_child,
-                      run_key)
+from .lifecycle import run_child
+from .records import ChildRun, Run, TestResult, Verdict
 from .sanitizer import find_sanitizer, sanitize
 from .verdict import HINTS, case_verdict
 
@@ -129,7 +129,7 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
     if driver is not None:  # CUDA could not start in the child: the machine's fault, never the student's
         return failed_grade(ex, submission, "grader_error",
                             f"the CUDA driver could not start in the grader's child ({driver.message[:300]}); "
-                            f"not the submission's doing (instructors: `kernels-lab doctor`; {sandbox.SANDBOX_ENV}=off "
+                            f"not the submission's doing (instructors: `kernels-lab doctor`; {SANDBOX_ENV}=off "
                             f"turns the sandbox's namespaces and Landlock off)", seconds=run.seconds,
                             stdout=run.stdout, stderr=run.stderr, source_hash=content_hash(source),
                             compile_gate=compile_gate, sanitizers=sanitizers)

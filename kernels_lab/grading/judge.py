@@ -97,7 +97,7 @@ class Evidence:
     """What the runs of one submission showed, for the checks to score.
 
     cases: every run made (build_cases's dicts, with their roles); runs / verdicts: by case id;
-    sim_rerun: on a GPU machine, the simulator's child (sandbox.ChildRun: traced bytes, every index
+    sim_rerun: on a GPU machine, the simulator's child (records.ChildRun: traced bytes, every index
     checked); racecheck / compile / speed_run: the grader's hooks (None in a notebook)."""
 
     ex: Exercise
@@ -142,7 +142,7 @@ def score_share(name: str, points: float, ok_count: int, total: int, lines: list
 
 
 def _describe(c: dict[str, Any]) -> str:
-    from .sandbox import describe_case
+    from .cases import describe_case
     return describe_case(c)
 
 
@@ -290,7 +290,7 @@ def _gate(ev: Evidence, points: float) -> TestResult:
 
 
 def speed_test(ex: Exercise, run: Any, points: float) -> tuple[TestResult, list[dict[str, Any]]]:
-    """The speed check of a graded child's run (sandbox.ChildRun): for a kernel correct at the speed size."""
+    """The speed check of a graded child's run (records.ChildRun): for a kernel correct at the speed size."""
     data, job = (run.report or {}).get("speed"), run.speed_job
     if job is None:
         return TestResult(SPEED, 0, 0, "skipped", "this exercise has no speed measurement"), []

@@ -1,18 +1,38 @@
-"""Typed records of one run: what the child reported (Run) and what the parent decided about it (Verdict).
+"""Typed records of a child and its runs: what one child did (ChildRun), what it reported of each run
+(Run), what the parent decided about it (Verdict), a check's result (TestResult); and the report's wire form.
 
-The child writes plain JSON (grading/child.py; never pickled back); the parent turns each entry of
-its report into a Run with Run.from_report, which takes only the fields it knows and gives every
-missing one its empty value, so a field the child did not send reads as "not seen", never as a
-KeyError. lessons.check turns the in-process run_case result into a Run the same way: the grader
-and the notebook judge the same record.
+The child writes plain JSON (grading/child.py, through encode; never pickled back) and the parent reads
+it with the strict decode; then it turns each entry of the report into a Run with Run.from_report,
+which takes only the fields it knows and gives every missing one its empty value, so a field the
+child did not send reads as "not seen", never as a KeyError. lessons.check turns the in-process
+run_case result into a Run the same way: the grader and the notebook judge the same record.
 """
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
+
+
+@dataclass
+class ChildRun:
+    """One confined child, as the parent saw it end: its outcome, its report and what it was sent."""
+
+    outcome: str  # "ok", "timeout", "crash", "memory", "import_error", "exited", "flooding", "forged", "grader_error"
+    detail: str = ""
+    report: dict[str, Any] | None = None
+    cases: list[dict[str, Any]] = field(default_factory=list)   # what was sent (with inputs)
+    stdout: str = ""
+    stderr: str = ""
+    seconds: float = 0.0
+    speed_job: dict[str, Any] | None = None  # what the speed run was given (the parent checks its output)
+    imported: bool = False       # the submission loaded: the runs it finished can be graded
+    files: dict[str, str] = field(default_factory=dict)   # files collected from the scratch folder
+    status: dict[str, Any] = field(default_factory=dict)  # the warden's own observation
+    stopped: str = ""            # what the child was doing when it was stopped (timeouts, crashes)
 
 
 @dataclass(frozen=True)
@@ -111,3 +131,49 @@ class TestResult:
     status: str              # "passed", "failed", "skipped"
     output: str
     visibility: str = "visible"
+
+
+# -- the child's report: strict JSON, never pickle -----------------------------------------------
+
+_DTYPES = {"<f4", "<f8", "<i4", "<i8", "<u4", "<u8", "|u1", "|i1", "|b1", "<f2", "<i2", "<u2"}
+
+
+class ReportError(ValueError):
+    """The child's report is not what the grader's child writes."""
+
+
+def encode(obj: Any) -> Any:
+    """JSON-ready: arrays as {"__nd__": [dtype, shape, base64]}, tuples as lists."""
+    if isinstance(obj, np.ndarray):
+        a = np.ascontiguousarray(obj)
+        return {"__nd__": [a.dtype.str, list(a.shape), base64.b64encode(a.tobytes()).decode()]}
+    if isinstance(obj, dict):
+        return {str(k): encode(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [encode(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, (np.bool_,)):
+        return bool(obj)
+    return obj
+
+
+def decode(obj: Any, depth: int = 0) -> Any:
+    """encode's inverse, refusing what the child's encode never writes (other dtypes, deep nesting)."""
+    if depth > 32:
+        raise ReportError("nested too deeply")
+    if isinstance(obj, dict):
+        if set(obj) == {"__nd__"}:
+            try:
+                dtype, shape, data = obj["__nd__"]
+                if dtype not in _DTYPES or not all(isinstance(s, int) and s >= 0 for s in shape):
+                    raise ReportError(f"array of dtype {dtype!r}")
+                return np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype)).reshape(shape).copy()
+            except (TypeError, ValueError) as e:
+                raise ReportError(f"bad array: {e}") from None
+        return {k: decode(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [decode(v, depth + 1) for v in obj]
+    return obj

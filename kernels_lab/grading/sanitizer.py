@@ -1,6 +1,6 @@
 """compute-sanitizer on a GPU: memcheck (bad global accesses) and racecheck (shared-memory hazards).
 
-The submission runs in a confined child under the sanitizer (sandbox.run_child with a command
+The submission runs in a confined child under the sanitizer (lifecycle.run_child with a command
 prefix; its log goes to the child's scratch folder). memcheck runs every graded case, public and
 hidden, in every launch configuration, and each error is tied to the run it happened in: the
 child reports the device address and size of every array of every run (all kept alive until the
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from ..runtime import ON_GPU
 from ..core import Exercise
-from .sandbox import build_cases, run_child, run_key
+from .cases import build_cases, run_key
+from .lifecycle import run_child
 
 _CANDIDATES = ("/usr/local/cuda/bin/compute-sanitizer",)
 _MANGLED = re.compile(r"\[abi:[^\]]*\]")  # numba's ABI tag: a long hash, no help to a student
@@ -38,9 +39,9 @@ class SanitizerResult:
     status: str   # "clean", "errors", "skipped" (no GPU or no sanitizer), "failed" (it could not run)
     errors: int
     report: str   # the first lines of what it found, or why it did not run
-    by_case: dict[tuple[int, int], int] = field(default_factory=dict)  # sandbox.run_key -> errors in that run
+    by_case: dict[tuple[int, int], int] = field(default_factory=dict)  # cases.run_key -> errors in that run
     unattributed: int = 0                                              # errors tied to no run of ours
-    first: dict[tuple[int, int], str] = field(default_factory=dict)    # sandbox.run_key -> its first error
+    first: dict[tuple[int, int], str] = field(default_factory=dict)    # cases.run_key -> its first error
 
 
 def find_sanitizer() -> str | None:

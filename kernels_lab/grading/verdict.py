@@ -29,6 +29,7 @@ import numpy as np
 from ..arrays import unwritten
 from ..checks import compare
 from ..core import Exercise, Size
+from .cases import describe_case
 from .records import Run, Verdict
 
 HINTS = {
@@ -54,15 +55,6 @@ HINTS = {
                "goes through global memory (or an input is read twice); keep it in a register",
     "work": "the answer must be computed by your own kernel on the GPU: no credit for {how}",
 }
-
-
-def _where(sent: dict[str, Any]) -> str:
-    text = f"{sent['case'].size}" if "case" in sent else ""
-    if sent.get("config") is not None:
-        text += f", config {tuple(sent['config'])}"
-    if sent.get("perturb_seed") is not None:
-        text += f", perturbed schedule seed {sent['perturb_seed']}"
-    return text
 
 
 def _writer(got: Run, name: str, flat: int) -> str:
@@ -95,7 +87,7 @@ def _steps_in_one_launch(ex: Exercise, sent: dict[str, Any], got: Run) -> tuple[
     budget = ex.launch_budget(sent["case"].size)
     launches = got.launches or []
     if launches and len(launches) < budget and any(int(np.prod(grid)) > 1 for _, grid, *_ in launches):
-        return "grid_barrier", {"launches": len(launches), "budget": budget, "where": _where(sent)}
+        return "grid_barrier", {"launches": len(launches), "budget": budget, "where": describe_case(sent)}
     return None
 
 
@@ -133,7 +125,7 @@ def work_problem(ex: Exercise, got: Run) -> tuple[str, str] | None:
 
 def case_verdict(ex: Exercise, sent: dict[str, Any], got: Run) -> Verdict:
     """Correctness of one run, with the first wrong element and who wrote it."""
-    where = _where(sent)
+    where = describe_case(sent)
     if got.entry_problem:
         return Verdict(False, "work", got.entry_problem, ("work", {"how": work_problem(ex, got)[1]}))
     if got.error:
