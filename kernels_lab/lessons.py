@@ -53,12 +53,17 @@ class Judged:
     hints: list[str]
     runs: int
     public_runs: int
+    data: bool = False              # a data exercise: the judge's own probes, named checks rather than runs
+    not_made: tuple[str, ...] = ()  # data exercises: the checks this machine cannot make, with why (the grader's)
 
     @property
     def passed(self) -> bool:
         return all(t.status == "passed" for t in self.tests)
 
     def explain(self) -> str:
+        if self.passed and self.data:
+            made = f"{self.exercise}: every check made here passed ({', '.join(t.name for t in self.tests)})"
+            return made + "".join(f"\n  not checked here: {why}" for why in self.not_made)
         if self.passed:
             return f"{self.exercise}: all {self.runs} runs correct"
         from .grading.judge import CHECKS
@@ -89,9 +94,11 @@ def judged(exercise: str, entry: Any) -> Judged:
     cases = build_cases(ex, public_only=True)
     if ex.kind == "data":  # the judge's own runs, here in the notebook's process
         runs = {c["id"]: Run.from_report(run_data_case(entry, load_judge(ex), c, ex.entry)) for c in cases}
-        skipped = {name: J.not_counted(ex, name, here) is not None for name in ex.points}
+        why_not = {name: J.not_counted(ex, name, here) for name in ex.points}
+        skipped = {name: why is not None for name, why in why_not.items()}
         tests = [t for t in J.judge_data(ex, cases, runs, skipped, here) if t.status != "skipped"]
-        return Judged(exercise, tests, [], len(cases), len(cases))
+        return Judged(exercise, tests, [], len(cases), len(cases), True,
+                      tuple(f"{name}: {why}" for name, why in why_not.items() if why is not None))
     runs = {c["id"]: Run.from_report(run_case(entry, ex.kind, ex.arguments(c["case"].size), c)) for c in cases}
     ev = J.Evidence(ex, here, cases, runs, {c["id"]: case_verdict(ex, c, runs[c["id"]]) for c in cases})
     tests = [t for t in J.judge(ev) if t.status != "skipped"]

@@ -81,6 +81,12 @@ def test_the_lessons_check_is_the_graders_judge():
     assert not nb.passed and "signal releases the stores: 0/1.5" in nb.explain()  # what lessons.check raises
 
 
+def test_a_passing_check_names_every_check_it_made():
+    said = lessons.check("decode_protocol", _entry("decode_fence_atomic"))
+    assert said.startswith("decode_protocol: every check made here passed (")
+    assert all(name in said for name in FULL), said
+
+
 def test_a_missing_signal_and_kernels_labs_own_protocol_are_refused():
     namespace = {"cuda": cuda, "np": np, "math": math}
     exec("@cuda.jit(device=True)\ndef wait(counters, layer, tiles, spin_limit):\n    return False\n", namespace)
