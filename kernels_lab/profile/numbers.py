@@ -231,12 +231,25 @@ def pdl_caption(data: Path = DATA) -> str:
             f"group has finished, {early} (`figures/data/{PDL}`).*")
 
 
+def demo_times_caption(data: Path = DATA) -> str:
+    """How long the demos take on the GPU, start to exit (benchmarks/demo_times.py), the slowest run of each."""
+    doc = load("demo_times_h200.json", data)
+    slowest: dict[str, float] = {}
+    for r in doc["records"]:
+        slowest[r["demo"]] = max(slowest.get(r["demo"], 0.0), r["wall_s"])
+    name = max(slowest, key=slowest.get)
+    return (f"On the {doc['meta']['device'].split(' (')[0]} ({doc['meta']['date'][:10]}) every demo ran in "
+            f"{min(slowest.values()):.1f} to {slowest[name]:.1f} s from the command line, compiles included "
+            f"(slowest: `{name}`; figures/demo_times_h200_seconds.png).")
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "elementwise-caption": elementwise_caption,
     "measured-table": measured_table,
     "sweep-caption": sweep_caption,
     "consumer-caption": consumer_caption,
     "pdl-caption": pdl_caption,
+    "demo-times": demo_times_caption,
 }
 _BLOCK = re.compile(r"(<!-- numbers:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- numbers:end (?P=name) -->)",
                     re.DOTALL)
