@@ -4,8 +4,9 @@
     python benchmarks/render_figures.py --check   # change nothing; exit 1 if README.md disagrees
 
 Every PNG in figures/ comes from a results file in figures/data/ (FIGURE = RESULTS_STEM_KIND.png,
-as `kernels-lab plot` names them); every number in the README's measured table and figure
-captions comes from kernels_lab/profile/numbers.py, between <!-- numbers:begin NAME --> markers.
+as `kernels-lab plot` names them), drawn by the harness's plots, a topic's FIGURES or OTHER_RENDERERS;
+every number in the README's measured table and figure captions comes from kernels_lab/profile/numbers.py,
+between <!-- numbers:begin NAME --> markers.
 `benchmarks/h200.sh render` runs this after a GPU run has copied its results into figures/data/.
 """
 
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("KERNELS_LAB_BACKEND", "sim")  # drawing needs no GPU
 
+from kernels_lab import topics  # noqa: E402
 from kernels_lab.profile import numbers, plots, results  # noqa: E402
 
 FIGURES = ROOT / "figures"
@@ -54,13 +56,6 @@ def _decode(doc, out: Path, stem: str) -> list[Path]:
     return list(figures(doc, out, stem))
 
 
-def _layernorm(doc, out: Path, stem: str) -> list[Path]:
-    """benchmarks/layernorm_bench.py's records (kind layernorm): layernorm_plots.py draws them."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import layernorm_plots
-    return [layernorm_plots.by_shape(doc["records"], doc["meta"], out / f"{stem}_shapes.png")]
-
-
 def _demo_times(doc, out: Path, stem: str) -> list[Path]:
     """benchmarks/demo_times.py's records (kind demo_time): it draws them."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -68,10 +63,10 @@ def _demo_times(doc, out: Path, stem: str) -> list[Path]:
     return [demo_times.figure(doc, out / f"{stem}_seconds.png")]
 
 
-# Results whose records the harness's plots.render does not draw, by record kind: who draws them.
+# Results whose records the harness's plots.render does not draw, by record kind: who draws them
+# (besides the topics, which declare theirs: kernels_lab.topics.figures()).
 OTHER_RENDERERS = ((lambda kind: kind.startswith("softmax_"), _softmax), (lambda kind: kind.startswith("rnn"), _rnn),
-                   (lambda kind: kind == "decode", _decode), (lambda kind: kind == "layernorm", _layernorm),
-                   (lambda kind: kind == "demo_time", _demo_times))
+                   (lambda kind: kind == "decode", _decode), (lambda kind: kind == "demo_time", _demo_times))
 
 
 def render_file(path: Path, out: Path) -> list[Path]:
@@ -81,6 +76,9 @@ def render_file(path: Path, out: Path) -> list[Path]:
     kinds = {r.get("kind") or "" for r in doc["records"]}
     for wants, draw in OTHER_RENDERERS:
         if any(wants(k) for k in kinds):
+            made += draw(doc, Path(out), path.stem)
+    for kind, draw in topics.figures().items():
+        if kind in kinds:
             made += draw(doc, Path(out), path.stem)
     return made
 

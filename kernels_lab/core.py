@@ -527,6 +527,7 @@ def register(workload: Workload) -> Workload:
 
 def all_workloads() -> dict[str, Workload]:
     importlib.import_module(f"{__package__}.workloads")  # importing the workload modules registers them
+    importlib.import_module(f"{__package__}.topics").load()  # and every topic's workload.py
     return dict(_REGISTRY)
 
 

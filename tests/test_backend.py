@@ -120,7 +120,7 @@ def test_launcher_graph_and_host_view_run_the_same_kernel_everywhere():
 
 # -- topics ask the object: no module under these reads a back-end flag ------------------------------
 
-TOPIC_CODE = ("workloads", "demos", "consumer", "pdl_rules.py")
+TOPIC_CODE = ("topics", "workloads", "demos", "consumer", "pdl_rules.py")
 # the flags, and the object's name compared: `BACKEND.name == ...` is a flag by another name
 FLAG = re.compile(r"\b(ON_GPU|ON_SIMULATOR|BACKEND_NAME)\b|BACKEND\.name\b|\bruntime\.BACKEND\b")
 

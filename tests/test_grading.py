@@ -308,7 +308,7 @@ def test_reading_x_three_times_is_right_values_and_the_traffic_point_in_the_note
 
 def test_what_a_lesson_teaches_a_submission_may_use():
     # every kernels_lab module a lesson imports that holds device functions may be imported by a submission
-    # (and so used in the notebook's check), but the workloads (the reference solutions live there)
+    # (and so used in the notebook's check), but the workloads and topics (the reference solutions live there)
     import importlib
     import re
 
@@ -321,9 +321,10 @@ def test_what_a_lesson_teaches_a_submission_may_use():
         values = vars(importlib.import_module(module)).values()
         device = any(getattr(v, "_device", False) or getattr(getattr(v, "targetoptions", {}), "get",
                                                              lambda _: False)("device") for v in values)
-        if device and not module.startswith("kernels_lab.workloads"):
+        if device and not module.startswith(("kernels_lab.workloads", "kernels_lab.topics")):
             assert _allowed(module), f"{module}: a lesson teaches its device functions; ALLOWED_IMPORTS {ALLOWED_IMPORTS}"
     assert not _allowed("kernels_lab.workloads.softmax") and not _allowed("kernels_lab.grading.grade")
+    assert not _allowed("kernels_lab.topics.layernorm.workload")
 
 
 def test_a_submission_using_the_lessons_reductions_is_graded_and_a_reference_is_refused_in_both(tmp_path):

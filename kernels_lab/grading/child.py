@@ -33,7 +33,7 @@ SUBMISSION_FILE = "<submission>"
 # what a submission may import from kernels_lab: what the lessons teach it to use in an answer (the
 # back-end; the device operations numba lacks: griddepcontrol for lesson 06's grouped answer, the 16-byte
 # loads; lesson 04's warp and block reductions); no solutions live there. tests/test_grading.py checks
-# that every module a lesson imports and that holds device functions is here (but the workloads: the
+# that every module a lesson imports and that holds device functions is here (but the workloads and topics: the
 # reference solutions).
 ALLOWED_IMPORTS = ("kernels_lab.runtime", "kernels_lab.intrinsics", "kernels_lab.reduce")
 

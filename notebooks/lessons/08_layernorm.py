@@ -10,7 +10,7 @@
 #
 # Every output of a row waits for the row's mean, and the variance waits for the mean too: two
 # reductions in order, then an elementwise step with two weight vectors that every row shares
-# (`kernels_lab/workloads/layernorm.py`).
+# (`kernels_lab/topics/layernorm/workload.py`).
 
 # %%
 import numpy as np
@@ -83,8 +83,8 @@ for v in w.variants.values():
 # bytes in flight. Which effect wins depends on the width: the measurements below say.
 #
 # ## Measured on an H200 (committed results)
-# `benchmarks/layernorm_bench.py` timed every variant, torch's `F.layer_norm` and a `torch.compile`d one
-# at four shapes with a cold L2, interleaved, after checking each variant against float64; every GB/s
+# `kernels_lab/topics/layernorm/bench.py` timed every variant, torch's `F.layer_norm` and a `torch.compile`d
+# one at four shapes with a cold L2, interleaved, after checking each variant against float64; every GB/s
 # counts one read and one write of x (8 bytes per element) for everyone.
 
 # %%

@@ -34,12 +34,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..arrays import ArgumentError, device_array
-from ..backend import BACKEND
-from ..core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
-from ..reduce import block_sum, warp_sum
-from ..runtime import cuda
-from .softmax import CHUNK, WARP, RowShape, _jit, _pow2, _tag, require_aligned, row_access, stream_shape
+from ...arrays import ArgumentError, device_array
+from ...backend import BACKEND
+from ...core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
+from ...reduce import block_sum, warp_sum
+from ...runtime import cuda
+from ...workloads.softmax import CHUNK, WARP, RowShape, _jit, _pow2, _tag, require_aligned, row_access, stream_shape
 
 F32 = 4
 EPS = 1e-5

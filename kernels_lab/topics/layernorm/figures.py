@@ -1,7 +1,8 @@
-"""The figure of a layernorm_bench.py results file.
+"""What layernorm's results draw (bench.py's records, kind "layernorm"); benchmarks/render_figures.py
+finds them in FIGURES.
 
-  layernorm_shapes.png  GB/s of every variant and of torch's layer_norm (eager and torch.compile) at each
-                        shape, with the copy ceiling measured in the same run
+  STEM_shapes.png  GB/s of every variant and of torch's layer_norm (eager and torch.compile) at each
+                   shape, with the copy ceiling measured in the same run
 Every GB/s counts one read and one write of x (8 bytes per element).
 """
 
@@ -10,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernels_lab.profile.plots import _save, _source_note, _style, plt
+from ...profile.plots import _save, _source_note, _style, plt
 
 COLORS = {"unfused": "#d62728", "fused": "#1f77b4", "persistent": "#2ca02c", "torch.layer_norm": "#333333",
           "torch.compile": "#999999"}
 
 
-def by_shape(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Path:
+def shapes_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
+    records, meta = doc["records"], doc["meta"]
     shapes: dict[tuple[int, int], dict[str, dict]] = {}
     for r in records:
         shapes.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["variant"]] = r
@@ -35,4 +37,7 @@ def by_shape(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) ->
     _style(ax, "layernorm: every variant against torch, one run, cold L2")
     ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
     _source_note(fig, meta)
-    return _save(fig, path)
+    return [_save(fig, Path(out) / f"{stem}_shapes.png")]
+
+
+FIGURES = {"layernorm": shapes_figure}

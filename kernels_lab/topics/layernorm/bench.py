@@ -1,6 +1,6 @@
 """Layernorm on one GPU in one run: every variant validated, then timed against torch and the copy ceiling.
 
-    PYTHONPATH=$PWD python3 benchmarks/layernorm_bench.py OUT.json [--reps 30]
+    KERNELS_LAB_BACKEND=gpu python -m kernels_lab.topics.layernorm.bench OUT.json [--reps 30]
 
 1. validate: every variant against float64 at each width it is timed at (CHECK_ROWS rows, fresh random
    inputs, poisoned outputs); a wrong variant is reported and not timed;
@@ -16,21 +16,18 @@ and beta are 2 cols floats, noise at these shapes. bytes_model is each variant's
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-os.environ.setdefault("KERNELS_LAB_BACKEND", "gpu")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from kernels_lab.arrays import poisoned, to_device  # noqa: E402
-from kernels_lab.checks import compare  # noqa: E402
-from kernels_lab.core import get_workload  # noqa: E402
-from kernels_lab.profile.ceiling import measure_copy_ceiling  # noqa: E402
-from kernels_lab.profile.results import dump, make_meta  # noqa: E402
-from kernels_lab.instrument.timing import time_launchers  # noqa: E402
-from kernels_lab.runtime import cuda  # noqa: E402
-from kernels_lab.workloads.layernorm import EPS  # noqa: E402
+from ...arrays import poisoned, to_device
+from ...checks import compare
+from ...core import get_workload
+from ...instrument.timing import time_launchers
+from ...profile.ceiling import measure_copy_ceiling
+from ...profile.results import dump, make_meta
+from ...runtime import cuda
+from .workload import EPS
 
 W = get_workload("layernorm")
 SHAPES = ((65536, 1024), (16384, 4096), (8192, 8192), (16384, 1000))
