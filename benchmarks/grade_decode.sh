@@ -39,7 +39,7 @@ done
   $py - "$OUT/decode" <<'EOF'
 import json, sys
 from pathlib import Path
-from kernels_lab.workloads import decode_protocol as dp
+from kernels_lab.topics.decode import protocol as dp
 folder = Path(sys.argv[1])
 FULL = {dp.SIGNAL_ONE: 1, dp.RELEASE: 1.5, dp.AT_COUNT: 1, dp.BELOW: 1.5, dp.BOUNDED: 1.5, dp.ACQUIRE: 1.5, dp.RUN: 2}
 # submission -> the checks it must lose (the megakernel's run may be lost as well where said)

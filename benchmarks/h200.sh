@@ -34,18 +34,18 @@ for step in "$@"; do
     consumer)
       $py -m kernels_lab.cli bench consumer --json "$OUT/consumer.json" 2>&1 | grep -v Warn ;;
     polls)
-      $py benchmarks/consumer_polls.py "$OUT/consumer_polls.json" 2>&1 | grep -v Warn ;;
+      $py -m kernels_lab.topics.consumer.polls "$OUT/consumer_polls.json" 2>&1 | grep -v Warn ;;
     timeline)
       for w in elementwise quantize_group; do
         $py -m kernels_lab.cli timeline $w --json "$OUT/timeline_$w.json" --out "$OUT" 2>&1 | grep -v Warn; done ;;
     pdl)
       $py -m kernels_lab.cli bench pdl --json "$OUT/pdl.json" 2>&1 | grep -v Warn ;;
     pdl-window)
-      $py benchmarks/pdl_window.py "$OUT/pdl_window.json" 2>&1 | grep -v Warn ;;
+      $py -m kernels_lab.topics.pdl.window "$OUT/pdl_window.json" 2>&1 | grep -v Warn ;;
     decode)
       # the megakernel's GPU tests (real waits, the bounded wait's error), then every variant checked and timed
       $py -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_decode.py 2>&1 | tail -3
-      $py benchmarks/decode_bench.py "$OUT" 2>&1 | grep -v Warn ;;
+      $py -m kernels_lab.topics.decode.bench "$OUT" 2>&1 | grep -v Warn ;;
     demos)
       for d in consumer pdl; do $py -m kernels_lab.cli demo $d --json "$OUT/demo_$d.json" --out "$OUT" 2>&1 | grep -v Warn; done ;;
     notebooks)

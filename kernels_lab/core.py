@@ -526,8 +526,7 @@ def register(workload: Workload) -> Workload:
 
 
 def all_workloads() -> dict[str, Workload]:
-    importlib.import_module(f"{__package__}.workloads")  # importing the workload modules registers them
-    importlib.import_module(f"{__package__}.topics").load()  # and every topic's workload.py
+    importlib.import_module(f"{__package__}.topics").load()  # importing every topic's workload.py registers it
     return dict(_REGISTRY)
 
 

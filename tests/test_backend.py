@@ -63,7 +63,7 @@ def test_ptx_runs_nothing_and_says_so():
 
 
 def test_persistent_grid_is_sized_to_the_machine():
-    from kernels_lab.workloads.elementwise import _persistent_blocks
+    from kernels_lab.topics.elementwise.workload import _persistent_blocks
     blocks, facts = _persistent_blocks(), BACKEND.facts()
     if BACKEND.name == "gpu":
         assert blocks % facts.sm_count == 0 and blocks >= facts.sm_count
@@ -74,7 +74,7 @@ def test_persistent_grid_is_sized_to_the_machine():
 def test_a_grid_that_cannot_be_coresident_is_refused_before_launch():
     from numba import types
 
-    from kernels_lab.profile.launch_ladder import BLOCK, persistent_steps
+    from kernels_lab.topics.launch.bench import BLOCK, persistent_steps
     sig = (types.Array(types.float32, 1, "C"), types.int64)
     limit = BACKEND.resident_limit(persistent_steps, sig, BLOCK)
     BACKEND.require_coresident(persistent_steps, sig, limit, BLOCK)
@@ -120,7 +120,7 @@ def test_launcher_graph_and_host_view_run_the_same_kernel_everywhere():
 
 # -- topics ask the object: no module under these reads a back-end flag ------------------------------
 
-TOPIC_CODE = ("topics", "workloads", "demos", "consumer", "pdl_rules.py")
+TOPIC_CODE = ("topics", "demos")
 # the flags, and the object's name compared: `BACKEND.name == ...` is a flag by another name
 FLAG = re.compile(r"\b(ON_GPU|ON_SIMULATOR|BACKEND_NAME)\b|BACKEND\.name\b|\bruntime\.BACKEND\b")
 

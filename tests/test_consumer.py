@@ -4,7 +4,7 @@ import time
 import numpy as np
 import pytest
 
-from kernels_lab import consumer as C
+from kernels_lab.topics import consumer as C
 
 P = 96  # payload floats (small: each simulated request runs 256 Python threads)
 
@@ -130,7 +130,7 @@ def test_every_protocol_with_ragged_payloads_and_reused_slots(protocol, hot_us, 
 
 def test_ll_waits_for_every_word_of_the_row(rng):
     """A row with one word still carrying an old mark is not taken; when the word arrives it is."""
-    from kernels_lab.consumer.hostpath import publish_marked, reserve
+    from kernels_lab.topics.consumer.hostpath import publish_marked, reserve
     w = rng.standard_normal(P).astype(np.float32)
     p = rng.standard_normal(P).astype(np.float32)
     with C.PersistentConsumer(w, slots=1, idle_timeout_s=30, protocol="ll", hot_us=1e6) as c:
@@ -182,7 +182,7 @@ def test_a_full_queue_reserves_nothing_so_no_ticket_is_handed_out_twice(weights,
 
 
 def test_the_ticket_book_hands_each_ticket_out_once_under_contention():
-    from kernels_lab.consumer import hostpath as H
+    from kernels_lab.topics.consumer import hostpath as H
     book, slots, per_thread = H.new_book(8, 1), 8, 20000
     taken = [[] for _ in range(4)]
 
@@ -204,7 +204,7 @@ def test_the_ticket_book_hands_each_ticket_out_once_under_contention():
 
 
 def test_host_wait_sees_another_threads_write_and_is_bounded():
-    from kernels_lab.consumer import hostpath
+    from kernels_lab.topics.consumer import hostpath
     words = np.zeros(3, np.int64)
     address = hostpath.word_address(words, 1)
     assert not hostpath.wait_for_mark(address, 5, spins=1000)  # bounded: returns False
@@ -219,7 +219,7 @@ def test_host_wait_sees_another_threads_write_and_is_bounded():
 
 
 def test_host_publishing_writes_what_each_protocol_reads(rng):
-    from kernels_lab.consumer import hostpath
+    from kernels_lab.topics.consumer import hostpath
     data = rng.standard_normal(5).astype(np.float32)
     words = np.full(8, -1, np.int64)
     hostpath.publish_marked(words, 1, data, 9)

@@ -9,8 +9,8 @@ from kernels_lab import get_workload
 from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.checks import check_variant, compare
 from kernels_lab.runtime import cuda
-from kernels_lab.workloads import cross_entropy as ce
-from kernels_lab.workloads import softmax_split as sp
+from kernels_lab.topics.softmax import cross_entropy as ce
+from kernels_lab.topics.softmax import split as sp
 
 W = get_workload("cross_entropy")
 

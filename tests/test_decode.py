@@ -11,8 +11,8 @@ import pytest
 from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.core import get_workload
 from kernels_lab.runtime import ON_GPU, ON_SIMULATOR
-from kernels_lab.workloads import decode
-from kernels_lab.workloads import decode_kernels as dk
+from kernels_lab.topics.decode import workload as decode
+from kernels_lab.topics.decode import kernels as dk
 
 W = get_workload("decode")
 

@@ -6,7 +6,14 @@ import filecmp
 
 import pytest
 
-from kernels_lab.demos import common, consumer, decode, elementwise, launch_overhead, pdl, rnn, softmax
+from kernels_lab.demos import common
+from kernels_lab.topics.launch import demo as launch_overhead
+from kernels_lab.topics.consumer import demo as consumer
+from kernels_lab.topics.decode import demo as decode
+from kernels_lab.topics.elementwise import demo as elementwise
+from kernels_lab.topics.pdl import demo as pdl
+from kernels_lab.topics.rnn import demo as rnn
+from kernels_lab.topics.softmax import demo as softmax
 from kernels_lab.profile import numbers, results
 
 # each demo's committed results file and what it prints from it on the simulator
@@ -70,6 +77,7 @@ def _measured_tokens(recs):
 def test_the_consumer_demo_quotes_the_payload_and_the_numbers_of_the_readme():
     doc = results.load(common.committed_results("consumer_h200.json"))
     said = consumer.narrate(doc["records"])
-    c = numbers.consumer()
+    from kernels_lab.topics.consumer.numbers import consumer as quoted
+    c = quoted()
     assert f"With a {c['payload'] // 1024} KiB payload" in said
     assert f"{c['p50']:.1f} us (p50; p99 {c['p99']:.1f} us" in said and f"{c['speedup']:.1f}x" in said

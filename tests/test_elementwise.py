@@ -4,7 +4,7 @@ import pytest
 from kernels_lab import get_workload
 from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.checks import check_variant, run_variant
-from kernels_lab.workloads.elementwise import BLOCK
+from kernels_lab.topics.elementwise.workload import BLOCK
 from kernels_lab.runtime import cuda
 
 W = get_workload("elementwise")
@@ -88,7 +88,7 @@ def test_size_zero_returns_without_launching(variant):
 
 def test_results_do_not_depend_on_the_launch_configuration(rng):
     # The persistent kernel is correct for any grid: 1 block, 3 blocks, a grid larger than the data.
-    from kernels_lab.workloads.elementwise import persistent_kernel
+    from kernels_lab.topics.elementwise.workload import persistent_kernel
     n = 2 * BLOCK + 7
     inputs = W.make_inputs(W.size(n), rng)
     ref = W.reference(inputs)["out"]

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from kernels_lab import topics
 from kernels_lab.profile import plots, results
 
 ROOT = Path(__file__).parent.parent
@@ -14,6 +15,9 @@ DATA = FIGURES / "data"
 FILES = sorted(DATA.glob("*.json"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import render_figures  # noqa: E402  (the script that draws figures/ from figures/data/)
+from kernels_lab.topics.consumer.figures import consumer_latency_cdf  # noqa: E402
+from kernels_lab.topics.launch.figures import ladder  # noqa: E402
+from kernels_lab.topics.pdl.figures import pdl_timeline  # noqa: E402
 
 
 def test_there_are_committed_gpu_results():
@@ -40,11 +44,19 @@ def test_every_committed_figure_comes_from_a_results_file():
     assert not orphans, f"figures without a results file in figures/data/: {orphans}"
 
 
+def _instead_of_save(monkeypatch, keep) -> None:
+    """`keep(fig, path, layout)` instead of plots.save, in the harness's plots and in every topic's figures.py
+    (which import save by name)."""
+    for module in [plots, *topics.modules("figures")]:
+        if hasattr(module, "save"):
+            monkeypatch.setattr(module, "save", keep)
+
+
 @pytest.fixture
 def drawn(monkeypatch):
     """The figures the plot functions would save, kept open for inspection."""
     figs = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path, layout=True: figs.append(fig) or Path(path))
+    _instead_of_save(monkeypatch, lambda fig, path, layout=True: figs.append(fig) or Path(path))
     yield figs
     for f in figs:
         plots.plt.close(f)
@@ -94,7 +106,7 @@ def test_measured_bytes_are_drawn_beside_the_plan_when_the_records_have_them(dra
 
 def test_near_zero_ladder_rungs_are_written_not_drawn_as_stubs(drawn):
     records = results.load(DATA / "ladder_h200.json")["records"]
-    plots.ladder(records, {}, "unused")
+    ladder(records, {}, "unused")
     text = _texts(drawn[0])
     graph = next(r for r in records if r["path"].startswith("CUDA graph replay"))
     assert "none (below the axis)" in text and f"{graph['host_us_per_launch']:.3f} us (below the axis)" in text
@@ -102,13 +114,13 @@ def test_near_zero_ladder_rungs_are_written_not_drawn_as_stubs(drawn):
 
 def test_the_consumer_latency_figure_draws_the_payload_the_readme_quotes(drawn):
     doc = results.load(DATA / "consumer_h200.json")
-    plots.consumer_latency_cdf(doc["records"], doc["meta"], "unused")
+    consumer_latency_cdf(doc["records"], doc["meta"], "unused")
     assert "payload 1 KiB" in drawn[0].axes[0].get_title("left")
 
 
 def test_pdl_timelines_mark_the_wrong_variants_and_title_what_is_drawn(drawn):
     doc = results.load(DATA / "pdl_h200.json")
-    plots.pdl_timeline(doc["records"], doc["meta"], "unused", "large")
+    pdl_timeline(doc["records"], doc["meta"], "unused", "large")
     titles = [ax.get_title("left") for ax in drawn[0].axes]
     assert all("this run" in t and "median" in t for t in titles)
     wrong = [t for t in titles if t.startswith("WRONG")]
@@ -195,11 +207,8 @@ SAID = _said_beside_figures()
 
 @pytest.mark.parametrize("lesson,figure,text", SAID, ids=[f"{lesson}:{fig}" for lesson, fig, _ in SAID])
 def test_a_lesson_names_only_the_versions_and_colours_its_figure_draws(lesson, figure, text, tmp_path, monkeypatch):
-    import softmax_plots  # the softmax figures' module imports _save by name
     figs = {}
-    keep = lambda fig, path, layout=True: figs.setdefault(Path(path).name, fig) and Path(path)  # noqa: E731
-    monkeypatch.setattr(plots, "_save", keep)
-    monkeypatch.setattr(softmax_plots, "_save", keep)
+    _instead_of_save(monkeypatch, lambda fig, path, layout=True: figs.setdefault(Path(path).name, fig) and Path(path))
     results_file = max((p for p in FILES if figure.startswith(p.stem + "_")), key=lambda p: len(p.stem))
     render_figures.render_file(results_file, tmp_path)
     try:
@@ -236,7 +245,7 @@ def test_the_sweep_draws_a_model_line_per_variant_and_says_which_share_one(drawn
 
 def test_the_ladder_says_why_host_and_device_bars_are_equal(drawn):
     records = results.load(DATA / "ladder_h200.json")["records"]
-    plots.ladder(records, {}, "unused")
+    ladder(records, {}, "unused")
     text = _texts(drawn[0])
     equal = [r for r in records if r["host_us_per_launch"] >= 0.1
              and abs(r["device_us_per_boundary"] / r["host_us_per_launch"] - 1) < 0.02]

@@ -23,7 +23,7 @@ def test_variants_match_reference_on_the_gpu(variant, n):
 def test_vector_kernels_use_16_byte_accesses(name):
     from numba import types
 
-    from kernels_lab.workloads import elementwise
+    from kernels_lab.topics.elementwise import workload as elementwise
     arr = types.Array(types.float32, 1, "C")
     kernel = getattr(elementwise, name)
     ptx = kernel.inspect_asm((arr, arr, types.float32, arr))

@@ -323,7 +323,7 @@ def test_what_a_lesson_teaches_a_submission_may_use():
                                                              lambda _: False)("device") for v in values)
         if device and not module.startswith(("kernels_lab.workloads", "kernels_lab.topics")):
             assert _allowed(module), f"{module}: a lesson teaches its device functions; ALLOWED_IMPORTS {ALLOWED_IMPORTS}"
-    assert not _allowed("kernels_lab.workloads.softmax") and not _allowed("kernels_lab.grading.grade")
+    assert not _allowed("kernels_lab.topics.softmax.workload") and not _allowed("kernels_lab.grading.grade")
     assert not _allowed("kernels_lab.topics.layernorm.workload")
 
 
@@ -333,13 +333,13 @@ def test_a_submission_using_the_lessons_reductions_is_graded_and_a_reference_is_
     source = ("from kernels_lab.reduce import block_sum\n" + submission("block_sums_correct"))
     g = grade(MINI["block_sums_mini"], source, "reduce", compile_gate=False, timeout_s=30)
     assert g.outcome == "graded" and "may not import" not in g.summary, report.text(g)
-    copied = "from kernels_lab.workloads import elementwise as E\n\n@cuda.jit\ndef fused_chain(x, b, alpha, out):\n" \
+    copied = "from kernels_lab.topics.elementwise import workload as E\n\n@cuda.jit\ndef fused_chain(x, b, alpha, out):\n" \
              "    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = E.scale(E.gelu(x[i] + b[i], 0, alpha), 0, alpha)\n"
     g = grade(MINI["fuse_mini"], copied, "copied", compile_gate=False, timeout_s=30)
-    assert g.outcome == "import_error" and "a submission may not import kernels_lab.workloads" in g.summary
+    assert g.outcome == "import_error" and "a submission may not import kernels_lab.topics" in g.summary
     namespace = {"cuda": cuda, "np": np}
     exec(copied, namespace)
-    with pytest.raises(AssertionError, match="a submission may not import kernels_lab.workloads"):
+    with pytest.raises(AssertionError, match="a submission may not import kernels_lab.topics"):
         lessons.check("fuse_mini", namespace["fused_chain"])
 
 
@@ -371,7 +371,7 @@ def test_points_name_checks_the_grader_has_when_the_exercise_is_built(tmp_path):
         Exercise(name="negative", points={"launch budget": -1}, **common)
     with pytest.raises(ValueError, match="no check named 'speedy'; the checks of a data exercise: rules"):
         Exercise(name="d", workload="quantize_group", variant="pdl", lesson="06", title="", kind="data", entry="f",
-                 signature="", cases=(), points={"speedy": 1}, judge="kernels_lab.pdl_rules:GROUP_SWITCHES")
+                 signature="", cases=(), points={"speedy": 1}, judge="kernels_lab.topics.pdl.rules:GROUP_SWITCHES")
     bad = tmp_path / "bad_exercises.py"  # an instructor's file: said at load time, naming the file
     bad.write_text("from kernels_lab import Case, Exercise, get_workload, grid_for\nw = get_workload('elementwise')\n"
                    "x = Exercise(name='x', workload='elementwise', variant='fused_naive', lesson='01', title='t', "

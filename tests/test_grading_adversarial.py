@@ -104,7 +104,7 @@ def test_work_not_done_by_the_students_kernel_gets_no_credit(exercise, name, why
 def test_importing_the_reference_is_refused_while_loading():
     g = _grade("fuse_mini", "reference_import")
     assert g.outcome == "import_error" and g.score == 0
-    assert "a submission may not import kernels_lab.workloads.elementwise" in g.summary
+    assert "a submission may not import kernels_lab.topics.elementwise.workload" in g.summary
 
 
 def test_a_replaced_launch_object_of_real_kernels_is_not_the_kernel():

@@ -17,8 +17,8 @@ from kernels_lab.grading import report
 from kernels_lab.grading.exercises import get_exercise
 from kernels_lab.grading.grade import grade
 from kernels_lab.runtime import ON_SIMULATOR, cuda
-from kernels_lab.workloads import decode_kernels as dk
-from kernels_lab.workloads import decode_protocol as dp
+from kernels_lab.topics.decode import kernels as dk
+from kernels_lab.topics.decode import protocol as dp
 from sources import submission
 
 pytestmark = [

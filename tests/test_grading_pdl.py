@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from kernels_lab import pdl_rules
+from kernels_lab.topics.pdl import rules as pdl_rules
 from kernels_lab.backend import BACKEND
 from kernels_lab.core import Case, Exercise, Size
 from kernels_lab.grading import report
@@ -140,7 +140,7 @@ def test_a_grouped_kernel_that_breaks_a_rule_loses_the_rules(name, source, said)
 
 def test_a_grouped_answer_must_be_the_students_kernel():
     def group_switches(g):
-        from kernels_lab.workloads.quantize_group import grouped_quantize_kernel
+        from kernels_lab.topics.pdl.workload import grouped_quantize_kernel
         return grouped_quantize_kernel  # the project's own kernel: a copied reference
     g = _in_process(group_switches, "copied")
     assert g.score == 0 and "not in your submission" in _out(g, RULES), report.text(g)
@@ -281,7 +281,7 @@ def test_the_ptx_shows_a_read_before_the_wait():
     script = """
 import sys, numpy as np
 from numba import cuda, types
-from kernels_lab.pdl_rules import ptx_read_before_wait
+from kernels_lab.topics.pdl.rules import ptx_read_before_wait
 sig = (types.float32[::1], types.int64[::1], types.int8[::1], types.float32[::1])
 for path in sys.argv[1:]:
     ns = {"cuda": cuda, "np": np}

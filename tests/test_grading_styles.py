@@ -13,7 +13,8 @@ import os
 import numpy as np
 import pytest
 
-from kernels_lab import lessons, pdl_rules
+from kernels_lab import lessons
+from kernels_lab.topics.pdl import rules as pdl_rules
 from kernels_lab.grading import report
 from kernels_lab.grading.exercises import get_exercise
 from kernels_lab.grading.grade import grade

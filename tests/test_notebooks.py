@@ -92,8 +92,8 @@ def test_solution_source_names_the_exercises_it_knows():
 
 def test_pdl_rules_pass_exactly_the_three_rules_and_name_the_member_that_reads_too_early():
     import itertools
-    from kernels_lab import pdl_rules
-    from kernels_lab.workloads.quantize_group import pdl_switches
+    from kernels_lab.topics.pdl import rules as pdl_rules
+    from kernels_lab.topics.pdl.workload import pdl_switches
     for g in (1, 2, 3, 4):
         passing = [list(sw) for sw in itertools.product(itertools.product((False, True), repeat=3), repeat=g)
                    if not pdl_rules.findings(list(sw))]
@@ -114,7 +114,7 @@ def test_pdl_rules_pass_exactly_the_three_rules_and_name_the_member_that_reads_t
 
 
 def test_lesson_06_checks_accept_ties_and_name_the_unwritten_element():
-    from kernels_lab import pdl_rules
+    from kernels_lab.topics.pdl import rules as pdl_rules
     assert "a tie" in pdl_rules.check_fastest({"tiny": "grouped", "large": "graph_pdl"})
     assert "large: grouped, right" in pdl_rules.check_fastest({"tiny": "grouped", "large": "grouped"})
     with pytest.raises(AssertionError, match="tiny: graph is not the fastest"):

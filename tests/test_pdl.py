@@ -3,7 +3,7 @@ import warnings
 import numpy as np
 import pytest
 
-from kernels_lab.workloads import quantize_group as pdl
+from kernels_lab.topics.pdl import workload as pdl
 from kernels_lab.runtime import ON_GPU
 
 
@@ -115,7 +115,7 @@ def test_variants_are_correct_on_the_gpu_with_a_large_tensor_first(variant):
 
 
 def test_members_at_once_counts_overlap_from_the_stamps_and_touching_is_not_overlap():
-    from kernels_lab.profile.pdl_bench import members_at_once
+    from kernels_lab.topics.pdl.bench import members_at_once
 
     def span(kernel, start, end):
         return {"kernel": kernel, "start_us": start, "end_us": end}

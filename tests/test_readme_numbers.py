@@ -41,10 +41,12 @@ def test_every_table_row_and_caption_of_the_measured_section_is_generated():
 
 def test_the_quoted_numbers_are_the_measured_ones():
     text = README.read_text()
-    c = numbers.consumer()
+    from kernels_lab.topics.consumer.numbers import consumer
+    from kernels_lab.topics.pdl.numbers import PDL_ORDER, pdl
+    c = consumer()
     assert f"{c['p50']:.2f} / {c['p99']:.2f} us" in text and f"{c['launch_p50']:.1f} / {c['launch_p99']:.1f} us" in text
-    p = numbers.pdl()
-    assert " / ".join(f"{p['e2e'][v]:.0f} ({p['host'][v]:.0f})" for v in numbers.PDL_ORDER) in text
+    p = pdl()
+    assert " / ".join(f"{p['e2e'][v]:.0f} ({p['host'][v]:.0f})" for v in PDL_ORDER) in text
     for stale in ("7.7 / 12.0 us", "37.3 / 62.2", "92.8k", "470 / 464 / 228 / 154 / 120", "3298"):
         assert stale not in text, f"a number no results file holds: {stale}"
 
@@ -52,11 +54,12 @@ def test_the_quoted_numbers_are_the_measured_ones():
 def test_a_re_measured_results_file_makes_the_readme_disagree(tmp_path):
     data = tmp_path / "data"
     shutil.copytree(numbers.DATA, data)
-    doc = json.loads((data / numbers.CONSUMER).read_text())
+    from kernels_lab.topics.consumer.numbers import CONSUMER
+    doc = json.loads((data / CONSUMER).read_text())
     for r in doc["records"]:
         if r.get("mode") == "launch":
             r["p50_us"] = 123.456
-    (data / numbers.CONSUMER).write_text(json.dumps(doc))
+    (data / CONSUMER).write_text(json.dumps(doc))
     text = README.read_text()
     changed = numbers.render_readme(text, data)
     assert changed != text and "123.5 / " in changed

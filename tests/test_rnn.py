@@ -12,7 +12,7 @@ from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.core import get_workload
 from kernels_lab.backend import BACKEND
 from kernels_lab.runtime import ON_GPU, cuda
-from kernels_lab.workloads import rnn
+from kernels_lab.topics.rnn import workload as rnn
 from sources import submission
 
 W = get_workload("rnn")

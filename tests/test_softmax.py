@@ -14,8 +14,8 @@ from kernels_lab.checks import check_variant, compare
 from kernels_lab.instrument.trace import per_array, tracing
 from kernels_lab.reduce import block_md, warp_max, warp_md, warp_sum
 from kernels_lab.runtime import ON_GPU, cuda
-from kernels_lab.workloads import softmax as sm
-from kernels_lab.workloads import softmax_split as sp
+from kernels_lab.topics.softmax import workload as sm
+from kernels_lab.topics.softmax import split as sp
 from sources import submission
 
 W = get_workload("softmax")
@@ -177,7 +177,7 @@ def test_every_variant_runs_through_the_ncu_child():
     assert _child(["softmax", "rows=2,cols=5", *W.variants]) == 0
 
 
-# -- split: a row across k cooperating blocks (kernels_lab/workloads/softmax_split.py) ------------------
+# -- split: a row across k cooperating blocks (kernels_lab/topics/softmax/split.py) ------------------
 # On the simulator the blocks of a split launch run side by side (sim_coresident.py): the waits are real.
 
 def _split_run(rows, cols, shape, rng, scale=1.0, limit_ns=sp.TIMEOUT_NS):

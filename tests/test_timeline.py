@@ -7,7 +7,7 @@ from kernels_lab import get_workload
 from kernels_lab.checks import check_variant
 from kernels_lab.cli import main
 from kernels_lab.core import all_workloads
-from kernels_lab.workloads.quantize_group import group_sizes
+from kernels_lab.topics.pdl.workload import group_sizes
 from kernels_lab.profile.timeline import variant_timelines
 
 

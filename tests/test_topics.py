@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import pkgutil
 import re
 from pathlib import Path
@@ -17,12 +18,35 @@ NAMED = re.compile(r"^\s*(?:from|import)\s+[\w.]*\btopics\.(\w+)|^\s*from\s+[\w.
 
 
 def test_every_topic_folder_is_found_and_its_workload_registered_without_a_list():
-    assert "layernorm" in TOPICS
+    assert {"elementwise", "softmax", "rnn", "decode", "pdl", "consumer", "launch", "layernorm"} <= set(TOPICS)
+    assert not (PACKAGE / "workloads").exists(), "the workloads live in their topics now"
     workloads = all_workloads()
     for name in TOPICS:
-        assert name not in (PACKAGE / "workloads" / "__init__.py").read_text()
-        registered = [w for w in workloads.values() if w.reference.__module__ == f"kernels_lab.topics.{name}.workload"]
-        assert registered, f"topics/{name}/workload.py registered no workload"
+        if (PACKAGE / "topics" / name / "workload.py").exists():
+            registered = [w for w in workloads.values() if w.reference.__module__.startswith(f"kernels_lab.topics.{name}.")]
+            assert registered, f"topics/{name}/workload.py registered no workload"
+    # every registered workload lives in a topic
+    assert all(w.reference.__module__.startswith("kernels_lab.topics.") for w in workloads.values())
+
+
+def test_topics_keep_their_lessons_order_everywhere():
+    from kernels_lab.demos import demos
+    orders = [importlib.import_module(f"kernels_lab.topics.{t}").ORDER for t in TOPICS]
+    assert all(isinstance(o, int) for o in orders)
+    listed = list(all_workloads())
+    assert listed.index("elementwise") < listed.index("softmax") < listed.index("rnn") < listed.index("decode")
+    assert list(demos())[:2] == ["elementwise", "launch"]
+
+
+def test_every_topic_is_what_demo_bench_and_the_readme_numbers_find():
+    from kernels_lab.demos import demos
+    from kernels_lab.profile import numbers
+    from kernels_lab.profile.runs import benches
+    assert {"elementwise", "launch", "consumer", "softmax", "rnn", "pdl", "decode"} <= set(demos())
+    assert set(benches()) == {"launch", "consumer", "pdl"}
+    blocks = numbers.blocks()
+    assert blocks["consumer-caption"].__module__ == "kernels_lab.topics.consumer.numbers"
+    assert {"elementwise-caption", "sweep-caption", "pdl-caption", "measured-table", "demo-times"} <= set(blocks)
 
 
 def test_a_topics_figures_are_declared_by_record_kind_and_found():

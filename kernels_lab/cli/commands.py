@@ -13,8 +13,8 @@ from .outputs import PROG, check_out_dir, check_out_file, given
 def _workload(name: str):
     """A workload from `kernels-lab list`; a fixed measurement's name points to `bench`."""
     from ..core import get_workload
-    from ..profile.runs import BENCHES
-    if name in BENCHES:
+    from ..profile.runs import benches
+    if name in benches():
         raise UsageError(f"{name!r} is not a workload but a fixed GPU measurement: run `kernels-lab bench {name}` "
                          f"(workloads: `kernels-lab list`)")
     try:
@@ -155,8 +155,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..profile.runs import BENCHES, run_bench
+    from ..profile.runs import benches, run_bench
     from ..runtime import ON_GPU, device_facts
+    BENCHES = benches()
     if args.list or not args.name:
         for name, b in BENCHES.items():
             print(f"{name:<10} {b.about}")

@@ -14,37 +14,21 @@ from ..runtime import ON_GPU
 from . import results
 
 
-def _ladder() -> list[dict[str, Any]]:
-    from .launch_ladder import measure_ladder
-    return measure_ladder()
-
-
-def _consumer() -> list[dict[str, Any]]:
-    from .consumer_bench import measure_consumer
-    return measure_consumer()
-
-
-def _pdl() -> list[dict[str, Any]]:
-    from .pdl_bench import measure_pdl
-    return measure_pdl()
-
-
 @dataclass(frozen=True)
 class Bench:
     about: str
     measure: Callable[[], list[dict[str, Any]]]
 
 
-# `kernels-lab bench NAME`: fixed configurations on a GPU, not a workload's variants (so not `profile`)
-BENCHES: dict[str, Bench] = {
-    "launch": Bench("the launch-overhead ladder: numba dispatch, pre-bound, graph replay, grid-sync step", _ladder),
-    "consumer": Bench("the persistent consumer's latency and throughput against one launch per request", _consumer),
-    "pdl": Bench("a group of small kernels: plain, PDL, graph, graph + PDL, grouped, over G", _pdl),
-}
+def benches() -> dict[str, Bench]:
+    """`kernels-lab bench NAME`: fixed configurations on a GPU, not a workload's variants (so not `profile`);
+    each is a topic's bench.py BENCH."""
+    from .. import topics
+    return topics.benches()
 
 
 def run_bench(name: str, json_path: str | Path, command: str) -> list[dict[str, Any]]:
-    records = BENCHES[name].measure()
+    records = benches()[name].measure()
     results.dump(results.make_meta(command, None), records, json_path)
     return records
 

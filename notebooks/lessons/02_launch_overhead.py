@@ -17,7 +17,7 @@ print(lessons.setup())
 
 # %%
 if lessons.live():
-    from kernels_lab.profile.launch_ladder import measure_ladder
+    from kernels_lab.topics.launch.bench import measure_ladder
     rungs = measure_ladder()
 else:
     rungs = lessons.committed("ladder_h200.json")["records"]

@@ -17,7 +17,7 @@ print(lessons.setup())
 # SMs (1056 blocks of 256 on an H200). The kernel loops: `i += cuda.gridsize(1)`.
 
 # %%
-from kernels_lab.workloads import elementwise as E
+from kernels_lab.topics.elementwise import workload as E
 print("persistent grid here:", E._persistent_blocks(), "blocks of", E.BLOCK)
 
 
@@ -59,12 +59,12 @@ print(lessons.check("persistent_chain", globals().get("persistent_chain")))
 # again. Two protocols: `seq` polls one word per slot, then reads the payload (two PCIe round trips);
 # `ll` (NCCL's low-latency protocol) puts the ticket's mark in every 8-byte payload word, so the poll
 # *is* the payload read (one round trip, twice the bytes): it wins for small payloads. A request is
-# one call into machine code that releases the GIL (`kernels_lab/consumer/hostpath.py`): take a ticket with an
+# one call into machine code that releases the GIL (`kernels_lab/topics/consumer/hostpath.py`): take a ticket with an
 # atomic compare-and-swap, publish, wait for the answer, collect it; no Python lock on the way. Every wait is bounded by an idle budget. On the simulator the kernel
 # runs on a Python thread with one block.
 
 # %%
-from kernels_lab.consumer import PersistentConsumer, reference
+from kernels_lab.topics.consumer import PersistentConsumer, reference
 rng = np.random.default_rng(0)
 weights = rng.standard_normal(64).astype(np.float32)
 with PersistentConsumer(weights, slots=2, idle_timeout_s=30) as c:
@@ -92,7 +92,7 @@ else:
 # its job. `ideal` is the benchmark's name for the consumer in echo mode on the **'seq'** protocol: no
 # job, but seq's way of noticing a request: thread 0 polls one word, one PCIe read at a time. It is the
 # floor of 'seq', not of every protocol: 'll' notices a request in the payload words themselves
-# (`kernels_lab/consumer/kernel.py`). The poll diagnostic, run the same day, measured both protocols in
+# (`kernels_lab/topics/consumer/kernel.py`). The poll diagnostic, run the same day, measured both protocols in
 # echo mode side by side (`consumer_polls_h200.json`):
 
 # %%
@@ -135,7 +135,7 @@ print(c.status())   # exit code 3: the idle budget ran out
 # %%
 from kernels_lab.backend import BACKEND
 from kernels_lab.runtime import BackendError
-from kernels_lab.profile.launch_ladder import persistent_steps
+from kernels_lab.topics.launch.bench import persistent_steps
 from numba import types
 sig = (types.Array(types.float32, 1, "C"), types.int64)
 limit = BACKEND.resident_limit(persistent_steps, sig, 128)
@@ -150,9 +150,9 @@ except BackendError as e:
 # `cudaFreeHost`) waits until the GPU is idle, and a resident kernel keeps it busy until it exits. numba
 # frees lazily: an array you drop joins a queue, and the queue is flushed when it has grown enough, at a
 # moment you do not choose. On the H200 a garbage-collected buffer did exactly that while the consumer
-# ran: the host stalled for the whole idle budget (`kernels_lab/consumer/kernel.py`, "The dangers").
+# ran: the host stalled for the whole idle budget (`kernels_lab/topics/consumer/kernel.py`, "The dangers").
 # `PersistentConsumer` holds numba's deferred cleanup from `start()` to `stop()`
-# (`kernels_lab/consumer/host.py`); around a resident kernel of your own, do the same:
+# (`kernels_lab/topics/consumer/host.py`); around a resident kernel of your own, do the same:
 
 # %%
 with cuda.defer_cleanup():   # from before the resident kernel starts until after it has exited

@@ -9,14 +9,14 @@
 #
 # In lesson 01 every output needed one input element. Here every output of a row needs the **whole
 # row's** max and sum first: a row takes three steps in order (max; sum of exps; scale), and the
-# variants differ in where the row waits between them (`kernels_lab/workloads/softmax.py`).
+# variants differ in where the row waits between them (`kernels_lab/topics/softmax/workload.py`).
 
 # %%
 import math
 import numpy as np
 from kernels_lab import lessons, get_workload
 from kernels_lab.runtime import cuda
-from kernels_lab.workloads import softmax as sm
+from kernels_lab.topics.softmax import workload as sm
 print(lessons.setup())
 
 # %% [markdown]
@@ -348,7 +348,7 @@ print(lessons.expect("unfused / fused bytes", bytes_ratio,
 
 # %% [markdown]
 # ## Measured on an H200 (committed results)
-# `benchmarks/softmax_bench.py` timed every variant (and torch.softmax) at five shapes with a cold L2,
+# `kernels_lab/topics/softmax/bench.py` timed every variant (and torch.softmax) at five shapes with a cold L2,
 # counting every GB/s as one read and one write of x (8 bytes per element) for everyone. Against
 # torch.softmax (above 1: faster) and against the copy ceiling measured in the same run:
 
@@ -441,7 +441,7 @@ print("(layout: threads per row x 4-float chunks a thread)")
 # ## Splitting a row across blocks
 # A row of 32768 floats fills a 1024-thread block: one block per SM, so while it reduces nothing else
 # on that SM streams (the sweep above: how far under the ceiling the wide rows fall). `split`
-# (`kernels_lab/workloads/softmax_split.py`) gives each row to **k blocks**, each holding a slice of the
+# (`kernels_lab/topics/softmax/split.py`) gives each row to **k blocks**, each holding a slice of the
 # row in registers (4096 floats in 128 threads on the H200), so several blocks share an SM. Each block
 # folds its slice into the online pair (m, d), and then the k blocks of a row must meet: each writes
 # its pair to global memory and raises a flag (after a fence: a release), waits with acquire loads,
@@ -463,7 +463,7 @@ print("(layout: threads per row x 4-float chunks a thread)")
 
 # %%
 from kernels_lab.instrument.trace import per_array
-from kernels_lab.workloads import softmax_split as sp
+from kernels_lab.topics.softmax import split as sp
 small = w.size(rows=5, cols=301)
 three = sp.split_shape(small.cols, slices=3)
 inputs = w.make_inputs(small, np.random.default_rng(5))
@@ -487,7 +487,7 @@ if trace:
 
 # %%
 if not any(r["variant"] == "split" for r in res["records"]):
-    print("(this results file has no split runs yet: benchmarks/softmax_bench.py writes them)")
+    print("(this results file has no split runs yet: kernels_lab/topics/softmax/bench.py writes them)")
 print(f"{'rows x cols':<14}{'split: k x threads':>19}{'GB/s':>6}{'of ceiling':>11}{'vs torch':>9}"
       f"{'prefetch':>12}{'best other':>16}{'torch':>7}{'compile':>8}")
 for (rows, cols), got in shape.items():

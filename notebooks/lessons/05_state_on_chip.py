@@ -7,7 +7,7 @@
 # write the per-step kernel that the persistent one replaces; and read on the H200 where keeping W on chip
 # pays and where it stops paying.
 #
-# The workload (`kernels_lab/workloads/rnn.py`), float32, `h_{-1} = 0`:
+# The workload (`kernels_lab/topics/rnn/workload.py`), float32, `h_{-1} = 0`:
 #
 #     h_t = tanh(W h_{t-1} + u_t)      t = 0 .. T-1;  W: hidden x hidden;  u, h: T x batch x hidden
 #
@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 from kernels_lab import lessons, get_workload
 from kernels_lab.runtime import cuda, ON_SIMULATOR, ON_GPU, device_facts
-from kernels_lab.workloads import rnn
+from kernels_lab.topics.rnn import workload as rnn
 print(lessons.setup())
 w = get_workload("rnn")
 
@@ -321,7 +321,7 @@ print(f"fused reads W {w_bytes_fused / w_bytes_persistent:.0f} times as often")
 
 # %% [markdown]
 # ## Measured on an H200 (committed results)
-# `benchmarks/rnn_bench.py` checked every variant against float64 over all steps, then timed them (cold
+# `kernels_lab/topics/rnn/bench.py` checked every variant against float64 over all steps, then timed them (cold
 # L2, medians) at hidden 1024 and 2048 and batch 1, 4 and 32, with three anchors: torch's eager
 # `addmm + tanh` loop, that loop captured in a torch CUDA graph, and `torch.nn.RNN` (cuDNN). Time per step:
 
@@ -390,7 +390,7 @@ for figure in ("rnn_h200_us_per_step.png", "rnn_h200_bytes.png"):
     if where.exists():
         display(Image(filename=str(where)))
     else:
-        print(f"figures/{figure} is not committed yet (benchmarks/rnn_plots.py draws it from the H200 results)")
+        print(f"figures/{figure} is not committed yet (kernels-lab plot draws it from the H200 results)")
 
 # %% [markdown]
 # ## Where keeping W on chip stops paying

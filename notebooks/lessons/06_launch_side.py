@@ -6,7 +6,7 @@
 # and place PDL's two instructions so that the result stays right; know when PDL does not pay; and end at
 # the grouped kernel, which has no boundaries at all.
 #
-# The setting (`kernels_lab/workloads/quantize_group.py`): an **earlier** kernel writes G float32 tensors
+# The setting (`kernels_lab/topics/pdl/workload.py`): an **earlier** kernel writes G float32 tensors
 # of different sizes; a **group** of G small kernels quantizes them, one kernel of one block per tensor
 # (absmax, `scale = absmax / 127`, int8 values); a **later** kernel reads every quantized tensor. The
 # earlier and the later kernel stand for work that is not ours (in a framework: whatever runs before and
@@ -16,9 +16,10 @@
 # %%
 import warnings
 import numpy as np
-from kernels_lab import lessons, pdl_rules
+from kernels_lab import lessons
+from kernels_lab.topics.pdl import rules as pdl_rules
 from kernels_lab.runtime import cuda
-from kernels_lab.workloads import quantize_group as pdl
+from kernels_lab.topics.pdl import workload as pdl
 print(lessons.setup())
 
 # %% [markdown]
@@ -139,7 +140,7 @@ print(f"wrong_unordered, G = 8 large: the later kernel started at {later:.1f} us
 # the member before has completed, so the members end in stream order and the last one ends after all of
 # them; their bodies, which come before the wait, still overlap (the `pdl` and `graph_pdl` panels above).
 # With it, `quantize_group.pdl_switches(g)` gives each member its `(wait, trigger, order)`; and
-# `kernels_lab/pdl_rules.py` judges any such list against the two promises above:
+# `kernels_lab/topics/pdl/rules.py` judges any such list against the two promises above:
 
 # %%
 print("the three rules, G = 4:", pdl.pdl_switches(4))
@@ -288,7 +289,7 @@ for g in (8, 32, 64):
 #   run at the same moment (`members_at_once` walks the starts and ends in time order).
 
 # %%
-from kernels_lab.profile.pdl_bench import members_at_once
+from kernels_lab.topics.pdl.bench import members_at_once
 for v in ("plain", "pdl", "graph", "graph_pdl"):
     r = rec[32, "large", v]
     print(f"G = 32 large, {v:<9}: at most {members_at_once(r['timeline']):>2} of {len(r['timeline']) - 2} members "
@@ -307,7 +308,7 @@ print(f"wrong_unordered: member 8 began {u[8]['start_us'] - u[0]['end_us']:+.1f}
 # together. A prediction to test: the width of a wave is `CUDA_DEVICE_MAX_CONNECTIONS`, the number
 # of hardware work queues the driver gives a context (8 unless set), because a kernel that launches
 # before the one ahead of it has finished needs a queue of its own; a graph, whose edges the driver
-# lays out itself, would not be limited by it. `benchmarks/pdl_window.py` ran a G = 32 group of large
+# lays out itself, would not be limited by it. `kernels_lab/topics/pdl/window.py` ran a G = 32 group of large
 # tensors under several settings, each in a fresh process (`figures/data/pdl_window_h200.json`). So that
 # a window that does not move cannot be a setting the driver ignored, each process also ran a control:
 # two spinning kernels A1 -> A2 on one stream, then B1 on another. With one queue, B1 waits behind A2,

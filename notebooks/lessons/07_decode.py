@@ -8,7 +8,7 @@
 # correct, and write that protocol; and read on the H200 where the megakernel pays and where graphs + PDL
 # do as well or better.
 #
-# The workload (`kernels_lab/workloads/decode.py`, kernels in `decode_kernels.py`), float32:
+# The workload (`kernels_lab/topics/decode/workload.py`, kernels in `decode_kernels.py`), float32:
 #
 #     x_{l+1} = gelu(W_l x_l + b_l)      l = 0 .. layers-1;  W_l: hidden x hidden;  x: batch x hidden
 #
@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 from kernels_lab import lessons, get_workload
 from kernels_lab.runtime import cuda
-from kernels_lab.workloads import decode, decode_kernels as dk
+from kernels_lab.topics.decode import kernels as dk, workload as decode
 print(lessons.setup())
 w = get_workload("decode")
 
@@ -267,13 +267,13 @@ print(lessons.expect("extra bytes per layer", extra_bytes_per_layer, planned, re
 # **launches** per layer, not for its bytes.
 #
 # ## Measured on an H200 (committed results)
-# `benchmarks/decode_bench.py` checked every variant and anchor against float64, then timed each: steady
+# `kernels_lab/topics/decode/bench.py` checked every variant and anchor against float64, then timed each: steady
 # state (20 passes back to back between two events, median) and one pass with its launch (host clock to the
 # end of a synchronize). Anchors: torch's eager loop (`F.linear` + tanh-GELU per layer), that loop in a
 # torch CUDA graph, and `torch.compile(mode="reduce-overhead")` (batch 1, 8 layers). us per pass:
 
 # %%
-from kernels_lab.demos.decode import table as bench_table
+from kernels_lab.topics.decode.demo import table as bench_table
 print(bench_table({"meta": bench["meta"], "records": recs}))
 
 # %% [markdown]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...profile.plots import _save, _source_note, _style, plt
+from ...profile.plots import plt, save, source_note, style
 
 COLORS = {"unfused": "#d62728", "fused": "#1f77b4", "persistent": "#2ca02c", "torch.layer_norm": "#333333",
           "torch.compile": "#999999"}
@@ -34,10 +34,10 @@ def shapes_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
     ax.set_xticks(range(len(shapes)), [f"{r} x {c}" for r, c in shapes])
     ax.set_xlabel("rows x cols (float32)")
     ax.set_ylabel("GB/s (one read + one write of x)")
-    _style(ax, "layernorm: every variant against torch, one run, cold L2")
+    style(ax, "layernorm: every variant against torch, one run, cold L2")
     ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
-    _source_note(fig, meta)
-    return [_save(fig, Path(out) / f"{stem}_shapes.png")]
+    source_note(fig, meta)
+    return [save(fig, Path(out) / f"{stem}_shapes.png")]
 
 
 FIGURES = {"layernorm": shapes_figure}

@@ -39,7 +39,7 @@ from ...backend import BACKEND
 from ...core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
 from ...reduce import block_sum, warp_sum
 from ...runtime import cuda
-from ...workloads.softmax import CHUNK, WARP, RowShape, _jit, _pow2, _tag, require_aligned, row_access, stream_shape
+from ..softmax.workload import CHUNK, WARP, RowShape, _jit, _pow2, _tag, require_aligned, row_access, stream_shape
 
 F32 = 4
 EPS = 1e-5

@@ -1,0 +1,67 @@
+"""Demo: a decode step's chain of dense layers, a launch per op to one megakernel (lesson 07).
+
+On a machine without a GPU it shows the committed H200 run of kernels_lab/topics/decode/bench.py (its
+table, and the figures figures.py draws from it)."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from typing import Any, Sequence
+
+from ...backend import BACKEND
+from ...core import Size, get_workload
+from ...profile import plots, results
+from ...profile.measure import measure_workload
+from ...demos import Demo
+from .figures import table
+from ...demos.common import Column, chosen_size, opening, results_table, show_committed, workload_columns
+
+COMMITTED = "decode_h200.json"
+
+# -- the demo ---------------------------------------------------------------------------------------
+
+COLUMNS = workload_columns(12, 16) + [Column("us/pass", "us_per_pass", 10, "{:.1f}", "n/a")]
+
+
+def narrate(records: Sequence[dict[str, Any]], size: Size) -> str:
+    by = {r["variant"]: r for r in records}
+    weights = 4 * size.layers * size.hidden ** 2
+    lines = [f"Each layer needs all of the one before: the weights ({weights:,} bytes a pass) are read once by every "
+             f"variant but unfused, whose W x goes through memory to a bias and a GELU kernel "
+             f"({by['unfused']['launches']} launches against fused's {by['fused']['launches']}).",
+             "graph replays the fused launches; graph_pdl lets each layer load its weights before it waits; "
+             "persistent and megakernel launch once (a grid barrier, or a counter per layer)."]
+    if by["fused"].get("us_per_pass") is not None:
+        best = min(records, key=lambda r: r["us_per_pass"])
+        lines.append(f"fastest here: {best['variant']} ({best['us_per_pass']:.1f} us per pass, one pass after a "
+                     f"cold L2; the weights at the copy ceiling would take less)")
+    else:
+        lines.append("The simulator cannot time kernels; the bytes above were traced element by element and match "
+                     "the plan. On the simulator the megakernel's table gives whole layers to its blocks in order "
+                     "(they run one after another there); on a GPU it spreads every layer over all of them.")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    workload = get_workload("decode")
+    size = chosen_size(workload, args)
+    opening(size)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "decode graph")  # no graphs on the simulator: narrated below
+        records = measure_workload(workload, size, reps=args.reps)
+    for r in records:
+        r["us_per_pass"] = None if r.get("time_ms") is None else r["time_ms"] * 1e3
+    print(results_table(records, COLUMNS))
+    print()
+    print(narrate(records, size))
+    meta = results.make_meta(args.command_line, None)
+    json_path = results.dump(meta, records, args.json)
+    print(f"\nwrote {json_path} and {plots.variant_bars(records, meta, args.figure)}")
+    if not BACKEND.can_time:
+        show_committed(COMMITTED, table)
+    return 0
+
+
+DEMO = Demo("decode", "a chain of dense layers: a kernel per op, fused, graph, graph + PDL, persistent, megakernel",
+            run, order=7)

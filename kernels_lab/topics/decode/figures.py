@@ -1,0 +1,189 @@
+"""What the decode benchmark's results draw and print (kernels_lab/topics/decode/bench.py, record kind
+decode): `kernels-lab plot RESULTS.json` and benchmarks/render_figures.py find the figures in FIGURES; the
+demo and the benchmark print `table` and `targets`.
+
+  STEM_us_per_pass.png  us per pass of every variant and anchor against the weight bytes one pass streams,
+                        with the floor those bytes set at the copy ceiling of the same run (a panel per batch)
+  STEM_batch1.png       batch 1, 8 layers: the time per pass in steady state beside one pass with its launch
+  STEM_timeline.png     the megakernel's own timeline (%globaltimer stamps), when the run kept one
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ...profile import plots
+
+ORDER = ("unfused", "fused", "graph", "graph_pdl", "persistent", "megakernel",
+         "torch_eager", "torch_graph", "torch_compile")
+STYLE = {"unfused": ("#d62728", "-", "o"), "fused": ("#1f77b4", "-", "o"), "graph": ("#9467bd", "-", "o"),
+         "graph_pdl": ("#ff7f0e", "-", "D"), "persistent": ("#2ca02c", "-", "s"), "megakernel": ("#17becf", "-", "*"),
+         "torch_eager": ("#7f7f7f", "--", "^"), "torch_graph": ("#000000", "--", "^"),
+         "torch_compile": ("#8c564b", "--", "v")}
+
+
+def _timed(records: Sequence[dict[str, Any]], versions: bool = False) -> list[dict[str, Any]]:
+    """Timed records; the benchmark's extra versions (other blocks per SM) only when asked for."""
+    return [r for r in records if r.get("kind") == "decode" and r.get("us_per_pass") is not None
+            and (versions or r.get("version") is None)]
+
+
+def _names(recs: Sequence[dict[str, Any]]) -> list[str]:
+    present = {r["variant"] for r in recs}
+    return [n for n in ORDER if n in present] + sorted(present - set(ORDER))
+
+
+def _at(recs, hidden: int, layers: int, batch: int) -> dict[str, dict[str, Any]]:
+    return {r["variant"]: r for r in recs
+            if (r["size"]["hidden"], r["size"]["layers"], r["size"]["batch"]) == (hidden, layers, batch)}
+
+
+def table(doc: dict[str, Any]) -> str:
+    """us per pass (steady state, median) of every variant and anchor at every size, then the targets."""
+    recs = _timed(doc["records"], versions=True)
+    if not recs:
+        return "(nothing timed)"
+    configs = sorted({(r["size"]["hidden"], r["size"]["layers"], r["size"]["batch"]) for r in recs})
+    lines = ["us per pass, steady state (median); columns: hidden / layers / batch",
+             f"  {'variant':<14}" + "".join(f"{f'{h}/{l}/{b}':>11}" for h, l, b in configs)]
+    for name in _names(recs):
+        at = {c: _at(recs, *c).get(name) for c in configs}
+        lines.append(f"  {name:<14}" + "".join(f"{at[c]['us_per_pass']:>11.1f}" if at[c] else f"{'-':>11}"
+                                              for c in configs))
+    floor = {c: next(iter(_at(recs, *c).values()))["floor_us"] for c in configs}
+    lines.append(f"  {'weight floor':<14}" + "".join(f"{floor[c]:>11.1f}" for c in configs))
+    return "\n".join(lines + ["", targets(recs)])
+
+
+def targets(recs: Sequence[dict[str, Any]]) -> str:
+    """The issue's targets, as reached in this run."""
+    lines = []
+    here = _at(recs, 1024, 8, 1)
+    mega = here.get("megakernel")
+    if mega:
+        for anchor, want in (("torch_graph", 2.0), ("graph", 1.3)):
+            if anchor in here:
+                got = here[anchor]["us_per_pass"] / mega["us_per_pass"]
+                lines.append(f"hidden 1024, 8 layers, batch 1: megakernel {mega['us_per_pass']:.1f} us per pass "
+                             f"(one pass with its launch {mega['latency_us']:.1f} us) = {got:.2f}x {anchor} "
+                             f"({here[anchor]['us_per_pass']:.1f}); target {want}x: {'MET' if got >= want else 'missed'}")
+    big = _at(recs, 4096, 8, 1)
+    if big:
+        best = max(big.values(), key=lambda r: r["of_ceiling"])
+        lines.append(f"hidden 4096, 8 layers, batch 1: best {best['variant']} {best['us_per_pass']:.1f} us = "
+                     f"{best['of_ceiling']:.2f} of the copy ceiling (weight bytes); target 0.85: "
+                     f"{'MET' if best['of_ceiling'] >= 0.85 else 'missed'}")
+    configs = sorted({(r["size"]["hidden"], r["size"]["layers"], r["size"]["batch"]) for r in recs})
+    pdl = [(c, at["graph"]["us_per_pass"] / at["graph_pdl"]["us_per_pass"])
+           for c in configs if {"graph", "graph_pdl"} <= set(at := _at(recs, *c))]
+    if pdl:
+        faster = sum(g > 1 for _, g in pdl)
+        lines.append(f"graph_pdl faster than graph at {faster} of {len(pdl)} sizes (graph / graph_pdl: "
+                     + ", ".join(f"{h}/{l}/{b} {g:.2f}x" for (h, l, b), g in pdl) + ")")
+    return "\n".join(lines)
+
+
+# -- figures ---------------------------------------------------------------------------------------
+
+def floor_figure(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """us per pass against the weight bytes of one pass, one panel per batch: every variant and anchor, and
+    the floor (weight bytes at the copy ceiling) as a line."""
+    recs = _timed(records)
+    batches = sorted({r["size"]["batch"] for r in recs})
+    fig, axes = plots.plt.subplots(1, len(batches), figsize=(5.0 * len(batches), 4.6), squeeze=False, sharey=True)
+    for ax, batch in zip(axes[0], batches):
+        here = [r for r in recs if r["size"]["batch"] == batch]
+        for name in _names(here):
+            pts = sorted((r["weight_bytes"] / 1e6, r["us_per_pass"]) for r in here if r["variant"] == name)
+            color, line, marker = STYLE.get(name, ("gray", ":", "x"))
+            ax.plot(*zip(*pts), line, color=color, marker=marker, ms=5, lw=1.2, label=name)
+        floor = sorted({(r["weight_bytes"] / 1e6, r["floor_us"]) for r in here})
+        ax.plot(*zip(*floor), color="black", lw=2.5, alpha=0.25, label="floor: weights at the copy ceiling")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("weight MB per pass (log)")
+        plots.style(ax, f"batch {batch}: us per pass (median, steady state)")
+    axes[0][0].set_ylabel("us per pass (log)")
+    axes[0][-1].legend(fontsize=7, title="variant (solid) / torch anchor (dashed)", title_fontsize=7,
+                       loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    note = "points: hidden 1024 / 2048 / 4096 x 8 or 16 layers of float32 weights"
+    note += f"; copy ceiling {meta['ceiling_GBs']:.0f} GB/s, same run" if meta.get("ceiling_GBs") else ""
+    fig.text(0.99, 0.005, note, fontsize=7, color="gray", ha="right")
+    plots.source_note(fig, meta)
+    return plots.save(fig, path)
+
+
+def batch1_figure(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path,
+                  layers: int = 8) -> Path:
+    """Batch 1, `layers` layers, one panel per hidden: us per pass in steady state (solid) and one pass
+    with its launch (light), per variant and anchor, with the floor as a line."""
+    recs = [r for r in _timed(records) if r["size"]["batch"] == 1 and r["size"]["layers"] == layers]
+    hiddens = sorted({r["size"]["hidden"] for r in recs})
+    fig, axes = plots.plt.subplots(1, len(hiddens), figsize=(4.6 * len(hiddens), 4.4), squeeze=False)
+    for ax, hidden in zip(axes[0], hiddens):
+        here = _at(recs, hidden, layers, 1)
+        names = _names(list(here.values()))
+        for i, name in enumerate(names):
+            r = here[name]
+            color = STYLE.get(name, ("gray",))[0]
+            ax.barh(i, r["latency_us"], 0.8, color=color, alpha=0.3)
+            ax.barh(i, r["us_per_pass"], 0.8, color=color)
+            ax.annotate(f"{r['us_per_pass']:.1f}", (r["us_per_pass"], i), xytext=(3, -3), textcoords="offset points",
+                        fontsize=7)
+        floor = next(iter(here.values()))["floor_us"]
+        ax.axvline(floor, color="black", lw=1.5, ls=":")
+        ax.set_yticks(range(len(names)), names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(r["latency_us"] for r in here.values()) * 1.12)
+        ax.set_xlabel("us")
+        plots.style(ax, f"hidden {hidden}, {layers} layers, batch 1")
+        ax.grid(axis="x", alpha=0.3)
+    fig.legend(handles=[plots.Patch(color="gray", label="steady state: us per pass (median)"),
+                                plots.Patch(color="gray", alpha=0.3, label="one pass with its launch (median)"),
+                        plots.Line2D([], [], color="black", ls=":", label="floor: weights at the copy ceiling")],
+               fontsize=8, loc="lower center", ncol=3, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    plots.source_note(fig, meta)
+    return plots.save(fig, path, layout=False)
+
+
+def timeline_figure(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """The megakernel's own %globaltimer stamps, one pass, one panel per size that has them: per layer, from its
+    first tile's start to the first tile let past its wait (weights loading, waiting on the layer before),
+    then to the last tile counted (working); a tick where its last tile was let go."""
+    recs = [r for r in records if r.get("timeline")]
+    fig, axes = plots.plt.subplots(1, len(recs), figsize=(5.6 * len(recs), 3.8), squeeze=False)
+    for ax, r in zip(axes[0], recs):
+        for span in r["timeline"]:
+            y = span["layer"]
+            ax.barh(y, span["first_go_us"] - span["start_us"], 0.6, left=span["start_us"], color="#c7c7c7")
+            ax.barh(y, span["end_us"] - span["first_go_us"], 0.6, left=span["first_go_us"], color=STYLE["megakernel"][0])
+            ax.plot([span["last_go_us"]] * 2, [y - 0.3, y + 0.3], color="black", lw=1)
+        size = r["size"]
+        ax.set_yticks(range(len(r["timeline"])), [f"layer {s['layer']}" for s in r["timeline"]], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("us from the first tile's start (one warm pass)")
+        plots.style(ax, f"megakernel, hidden {size['hidden']}, {size['layers']} layers, batch {size['batch']}")
+    fig.legend(handles=[plots.Patch(color="#c7c7c7", label="first tile started: weights loading, waiting"),
+                        plots.Patch(color=STYLE["megakernel"][0], label="first tile let past its wait -> last counted"),
+                        plots.Line2D([], [], color="black", label="last tile let past its wait")],
+               fontsize=8, loc="lower center", ncol=3, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    plots.source_note(fig, meta)
+    return plots.save(fig, path, layout=False)
+
+
+def figures(doc: dict[str, Any], out_dir: str | Path, stem: str = "decode") -> list[Path]:
+    """The figures a results file supports (none without timings; the timeline only with stamps)."""
+    out_dir, records, meta = Path(out_dir), doc["records"], doc["meta"]
+    if not _timed(records):
+        return []
+    made = [floor_figure(records, meta, out_dir / f"{stem}_us_per_pass.png"),
+            batch1_figure(records, meta, out_dir / f"{stem}_batch1.png")]
+    if any(r.get("timeline") for r in records):
+        made.append(timeline_figure(records, meta, out_dir / f"{stem}_timeline.png"))
+    return made
+
+
+FIGURES = {"decode": figures}

@@ -1,0 +1,362 @@
+"""Lesson 07: a decode step, a chain of dense layers where each layer needs all of the one before.
+
+    x_{l+1} = gelu(W_l x_l + b_l)      l = 0 .. layers-1, float32, tanh-GELU as in the elementwise chain
+
+x is batch x hidden (batch 1: a matrix-vector product per layer), W_l hidden x hidden. Each layer
+streams its own weights (4 hidden^2 bytes) and cannot start its sums before the layer before has
+finished: the weights, read once per pass, set the floor (weight bytes / copy bandwidth), and every
+kernel boundary between layers is paid on top of it. The variants, in reading order:
+
+    variant      launches     between two layers
+    unfused      3 x layers   matvec -> z, bias kernel, GELU kernel: two extra round trips of z
+    fused        layers       nothing but the kernel boundary: one kernel per layer, bias + GELU in its
+                              epilogue, 16-byte weight loads, every load of a thread in flight at once
+    graph        layers       the fused launches captured once in a CUDA graph and replayed
+    graph_pdl    layers       as graph, with Programmatic Dependent Launch: each layer launches while the
+                              one before still runs and loads its weights before griddepcontrol.wait
+                              (weights do not depend on the layer before: PDL's canonical use in decode)
+    persistent   1            one cooperative kernel; a grid barrier between layers, the next layer's
+                              weights loaded before the barrier
+    megakernel   1            a few blocks per SM run a host-built instruction table (opcode, layer, tile);
+                              a counter per layer in global memory instead of a barrier: the producer of a
+                              tile stores, then increments with a release add (fence and increment in one
+                              instruction); a consumer polls its layer-before's counter with an acquire load
+                              and nanosleep, bounded (an error flag, never a hang), after loading its tile's
+                              weights and asking L2 for its next tile's
+
+The kernels are in decode_kernels.py. Accuracy: W has entries of deviation 1.35 / sqrt(hidden) and b
+is uniform(-0.5, 0.5), so activations stay O(1) through 16 layers (rms ~0.3, max ~1.7 at hidden 4096;
+measured in NumPy); float32 against float64 after 16 layers of hidden 4096: 2e-6. The tolerance
+(rtol 1e-4, atol 2e-5) leaves 10x room; a wrong row or layer is off by ~0.1.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ...arrays import ArgumentError, device_array
+from ...backend import BACKEND, in_order
+from ...core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
+from ...runtime import cuda
+from . import kernels as dk
+
+F32 = 4
+GAIN = 1.35
+MEGA_BLOCKS_PER_SM = 2   # "a few blocks per SM": two 256-thread blocks of ~100 registers a thread fit
+SPIN_LIMIT = 1 << 20     # polls of one counter before the megakernel gives up (~tens of ms on a GPU)
+
+
+# -- the specification: float64 NumPy ------------------------------------------------------------
+
+def gelu64(h: np.ndarray) -> np.ndarray:
+    return 0.5 * h * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h ** 3)))
+
+
+def reference(inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    W, b = inputs["W"].astype(np.float64), inputs["bias"].astype(np.float64)
+    x = inputs["x"].astype(np.float64)
+    for l in range(W.shape[0]):
+        x = gelu64(x @ W[l].T + b[l])  # rows of x are batch rows: (W x)_i = sum_j W[i, j] x_j
+    return {"out": x}
+
+
+def make_inputs(size: Size, rng: np.random.Generator) -> dict[str, Any]:
+    # fresh weights per layer (iid: a transposed index shows), a bias per unit, a different input per batch row
+    L, H = size.layers, size.hidden
+    sd = GAIN / math.sqrt(H)
+    return {"W": (rng.uniform(-1.0, 1.0, (L, H, H)) * (sd * math.sqrt(3.0))).astype(np.float32),
+            "bias": rng.uniform(-0.5, 0.5, (L, H)).astype(np.float32),
+            "x": rng.standard_normal((size.batch, H)).astype(np.float32)}
+
+
+def output_specs(size: Size) -> dict[str, tuple[tuple[int, ...], Any]]:
+    return {"out": ((size.batch, size.hidden), np.float32)}
+
+
+class Buffers:
+    """The checked arrays, as the flat vectors the kernels index, and the activations between layers."""
+
+    def __init__(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], stream=0,
+                 geometry: dk.Geometry | None = None, threads: int = dk.THREADS,
+                 protocol: tuple[Any, Any] = dk.PROTOCOL):
+        x = device_array("x", inputs.get("x"), np.float32, (None, None))
+        batch, hidden = x.shape
+        if 0 in x.shape:
+            raise ArgumentError(f"x: shape {tuple(x.shape)}; at least one batch row and one unit are required")
+        W = device_array("W", inputs.get("W"), np.float32, (None, hidden, hidden))
+        if W.shape[0] == 0:
+            raise ArgumentError("W: no layers; shape (layers, hidden, hidden) with layers >= 1 is required")
+        bias = device_array("bias", inputs.get("bias"), np.float32, (W.shape[0], hidden))
+        out = device_array("out", outputs.get("out"), np.float32, (batch, hidden))
+        self.layers, self.batch, self.hidden = W.shape[0], batch, hidden
+        self.geo = geometry or dk.geometry(hidden, batch, threads=threads)
+        if (self.geo.hidden, self.geo.batch) != (hidden, batch):
+            raise ArgumentError(f"a geometry for hidden={self.geo.hidden}, batch={self.geo.batch} was given for "
+                                f"arrays of hidden={hidden}, batch={batch}")
+        if (why := dk.too_large(self.geo)) is not None:
+            raise ArgumentError(why)
+        self.W, self.bias, self.x, self.out = (a.reshape(a.size) for a in (W, bias, x, out))
+        self.acts = cuda.device_array(max(1, self.layers - 1) * batch * hidden, np.float32, stream=stream)
+        self.kernels = dk.kernels(self.geo, protocol)
+
+    @property
+    def chain(self) -> tuple:
+        return self.W, self.bias, self.x, self.acts, self.out
+
+
+def _limit(size: Size) -> str | None:
+    return dk.too_large(dk.geometry(size.hidden, size.batch))
+
+
+# -- launches ---------------------------------------------------------------------------------------
+
+# -- unfused and fused: a kernel (or three) per layer -------------------------------------------------
+
+def _elementwise_grid(size: Size) -> int:
+    return -(-size.batch * size.hidden // dk.EW_BLOCK)
+
+
+def _tile_bytes(size: Size, bias: bool) -> tuple[int, int]:
+    """(read, written) by one layer's tiles: W once; each row's threads read all of x_l (L1 serves the
+    block's rows after the first); the writer reads the row's bias once."""
+    H, B = size.hidden, size.batch
+    return F32 * (H * H + H * B * H + (H if bias else 0)), F32 * B * H
+
+
+def plan_unfused(size: Size) -> Plan:
+    geo, BH = dk.geometry(size.hidden, size.batch), size.batch * size.hidden
+    read, written = _tile_bytes(size, bias=False)
+    per_layer = (KernelLaunch(kernel_name(dk.kernels(geo).matvec), geo.tiles, geo.threads, read, written,
+                              read_bytes_in_flight=F32 * geo.vec * geo.per_thread),
+                 KernelLaunch(kernel_name(dk.decode_bias), _elementwise_grid(size), dk.EW_BLOCK, 2 * F32 * BH, F32 * BH),
+                 KernelLaunch(kernel_name(dk.decode_gelu), _elementwise_grid(size), dk.EW_BLOCK, F32 * BH, F32 * BH))
+    return Plan(per_layer * size.layers)
+
+
+def bind_unfused(inputs, outputs, stream=0):
+    buf = Buffers(inputs, outputs, stream)
+    z = cuda.device_array(buf.batch * buf.hidden, np.float32, stream=stream)  # W x: through memory
+    grid = -(-z.size // dk.EW_BLOCK)
+    launches = []
+    for l in range(buf.layers):
+        last = l == buf.layers - 1
+        launches += [BACKEND.launcher(buf.kernels.matvec, buf.geo.tiles, buf.geo.threads, (buf.W, buf.x, buf.acts, l, z), stream),
+                     BACKEND.launcher(dk.decode_bias, grid, dk.EW_BLOCK, (z, buf.bias, l, buf.hidden), stream),
+                     BACKEND.launcher(dk.decode_gelu, grid, dk.EW_BLOCK,
+                             (z, buf.out if last else buf.acts, 0 if last else l * z.size), stream)]
+    return in_order(launches)
+
+
+def _plan_layers(pdl: bool):
+    def plan(size: Size) -> Plan:
+        geo = dk.geometry(size.hidden, size.batch)
+        k = dk.kernels(geo)
+        read, written = _tile_bytes(size, bias=True)
+        name = kernel_name(k.layer_pdl if pdl and BACKEND.runs_griddepcontrol else k.layer)
+        return Plan(tuple(KernelLaunch(name, geo.tiles, geo.threads, read, written,
+                                       read_bytes_in_flight=F32 * geo.vec * geo.per_thread)
+                          for _ in range(size.layers)))
+    return plan
+
+
+def _layer_launches(inputs, outputs, stream, pdl: bool) -> list[Callable[..., None]]:
+    buf = Buffers(inputs, outputs, stream)
+    if pdl and not BACKEND.runs_griddepcontrol:
+        warnings.warn(f"decode graph_pdl: {BACKEND.pdl()[1]}; replaying plain launches instead", stacklevel=3)
+        pdl = False
+    if not pdl:
+        return [BACKEND.launcher(buf.kernels.layer, buf.geo.tiles, buf.geo.threads, (*buf.chain, l), stream)
+                for l in range(buf.layers)]
+    # every layer waits before it reads x_l; all but the last trigger, so that whatever follows the
+    # chain in the stream never starts before it has finished
+    return [BACKEND.launcher(buf.kernels.layer_pdl, buf.geo.tiles, buf.geo.threads,
+                    (*buf.chain, l, np.int32(l < buf.layers - 1)), stream, pdl=True)
+            for l in range(buf.layers)]
+
+
+def bind_fused(inputs, outputs, stream=0):
+    return in_order(_layer_launches(inputs, outputs, stream, pdl=False))
+
+
+def bind_graph(inputs, outputs, stream=0):
+    return BACKEND.graph(_layer_launches(inputs, outputs, stream, pdl=False), stream, "decode graph")
+
+
+def bind_graph_pdl(inputs, outputs, stream=0):
+    return BACKEND.graph(_layer_launches(inputs, outputs, stream, pdl=True), stream, "decode graph_pdl")
+
+
+# -- persistent and megakernel: one launch for all layers ---------------------------------------------
+
+def _signature(kernel_kind: str):
+    """The argument types the one-launch kernels are compiled for (a GPU sizes their grid from them)."""
+    from numba import types
+    vec = types.float32[::1]
+    if kernel_kind == "persistent":
+        return (vec,) * 5
+    return (vec,) * 5 + (types.int32[:, :, ::1], types.int32[::1], types.int32[::1], types.int64, types.int64[::1])
+
+
+def persistent_blocks(geo: dk.Geometry) -> int:
+    """Tiles per layer, or fewer: as many blocks as can be co-resident (grid sync needs all of them;
+    the simulator's grid sync is a block barrier: one block there)."""
+    k = dk.kernels(geo).persistent
+    return min(geo.tiles, BACKEND.resident_limit(k, _signature("persistent"), geo.threads))
+
+
+def megakernel_blocks(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM) -> int:
+    """A few blocks per SM, every one resident (a block that polls must not wait for a slot held by
+    another poller); the simulator's persistent grid, its blocks run one after another."""
+    k = dk.kernels(geo).megakernel
+    resident = BACKEND.persistent_grid(k, _signature("megakernel"), geo.threads)
+    return min(per_sm * BACKEND.facts().sm_count, resident, layers * geo.tiles)
+
+
+def plan_persistent(size: Size) -> Plan:
+    geo = dk.geometry(size.hidden, size.batch)
+    read, written = _tile_bytes(size, bias=True)
+    return Plan((KernelLaunch(kernel_name(dk.kernels(geo).persistent), persistent_blocks(geo), geo.threads,
+                              size.layers * read, size.layers * written,
+                              read_bytes_in_flight=F32 * geo.vec * geo.per_thread),))
+
+
+def bind_persistent(inputs, outputs, stream=0):
+    buf = Buffers(inputs, outputs, stream)
+    return BACKEND.launcher(buf.kernels.persistent, persistent_blocks(buf.geo), buf.geo.threads, buf.chain, stream)
+
+
+def megakernel_table(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM) -> np.ndarray:
+    return dk.instruction_table(layers, geo.tiles, megakernel_blocks(geo, layers, per_sm),
+                                serial=not BACKEND.blocks_run_together)
+
+
+def _megakernel_bytes(table: np.ndarray, layers: int, threads: int) -> tuple[int, int]:
+    """(read, written) beyond the tiles': every thread reads each instruction (3 words) and the END
+    (1 word); thread 0 polls once per waiting instruction (the floor: a GPU polls more while it
+    waits; exact on the simulator, where the table never waits), adds 1 per tile (a release add)
+    and 1 per block (an atomic add); the last block out zeroes the layers + 1 counters."""
+    instructions = int((table[:, :, 0] == dk.OP_TILE).sum())
+    waiting = int(((table[:, :, 0] == dk.OP_TILE) & (table[:, :, 1] > 0)).sum())
+    blocks = table.shape[0]
+    table_words = threads * (3 * instructions + blocks)
+    counts = instructions + waiting + BACKEND.atomic_add_reads * blocks
+    return F32 * (table_words + counts), F32 * (instructions + blocks + layers + 1)
+
+
+def plan_megakernel(size: Size, per_sm: int = MEGA_BLOCKS_PER_SM, threads: int = dk.THREADS) -> Plan:
+    geo = dk.geometry(size.hidden, size.batch, threads=threads)
+    table = megakernel_table(geo, size.layers, per_sm)
+    read, written = _tile_bytes(size, bias=True)
+    extra_read, extra_written = _megakernel_bytes(table, size.layers, geo.threads)
+    return Plan((KernelLaunch(kernel_name(dk.kernels(geo).megakernel), table.shape[0], geo.threads,
+                              size.layers * read + extra_read, size.layers * written + extra_written,
+                              read_bytes_in_flight=F32 * geo.vec * geo.per_thread),))
+
+
+class DependencyTimeout(RuntimeError):
+    """A megakernel block gave up waiting for a layer's counter: the table made it wait on work that
+    could not finish (or a block never ran)."""
+
+
+class MegakernelLaunch:
+    """The megakernel bound once (table, counters, error flag); refuses to go on after a timed-out wait."""
+
+    def __init__(self, buf: Buffers, table: np.ndarray, spin_limit: int, stream, stamped: bool = False):
+        self.table, self.layers, self.tiles = table, buf.layers, buf.geo.tiles
+        self.counters = cuda.to_device(np.zeros(buf.layers + 1, np.int32), stream=stream)
+        self.status = cuda.mapped_array(1, np.int32)  # the host reads it without a copy
+        self._status = BACKEND.host_view(self.status)
+        self._status[0] = 0
+        # %globaltimer stamps, 3 per tile (start, after the wait, after the count), or a 1-word stand-in
+        self.stamps = cuda.to_device(np.zeros(3 * buf.layers * buf.geo.tiles if stamped else 1, np.int64),
+                                     stream=stream)
+        args = (*buf.chain, cuda.to_device(table, stream=stream), self.counters, self.status, np.int64(spin_limit),
+                self.stamps)
+        self._launch = BACKEND.launcher(buf.kernels.megakernel, table.shape[0], buf.geo.threads, args, stream)
+        self.args = args
+
+    def timed_out_waiting_for(self) -> int | None:
+        """A layer whose counter a block gave up on in an earlier launch, or None (when one layer never
+        completes, the blocks waiting on the layers after it give up too: any of them may be named)."""
+        layer = int(self._status[0])
+        return layer - 1 if layer else None
+
+    def raise_if_timed_out(self) -> None:
+        if (layer := self.timed_out_waiting_for()) is not None:
+            raise DependencyTimeout(
+                f"decode_megakernel: a block gave up waiting for layer {layer} to count all its tiles (the "
+                f"{int(self.table.shape[0])}-block table makes a block wait on work that did not finish; on the "
+                f"simulator blocks run one after another, so a block may only wait on blocks before it); the "
+                f"output of that launch is wrong")
+
+    def __call__(self, target=None) -> None:
+        self.raise_if_timed_out()
+        self._launch(target)
+
+    def timeline(self) -> list[dict[str, float]]:
+        """Per layer, from the last launch's stamps (a stamped launch only), in us from the first tile's start:
+        when its first tile started, when its first and last tiles were let past their wait, when its last
+        tile was counted."""
+        if self.stamps.size == 1:
+            raise ValueError("this megakernel was bound without stamps (bind_megakernel_with(..., stamped=True))")
+        st = self.stamps.copy_to_host().reshape(self.layers, self.tiles, 3).astype(np.float64)
+        t0 = st[:, :, 0].min()
+        return [{"layer": l, "start_us": float(st[l, :, 0].min() - t0) / 1e3,
+                 "first_go_us": float(st[l, :, 1].min() - t0) / 1e3, "last_go_us": float(st[l, :, 1].max() - t0) / 1e3,
+                 "end_us": float(st[l, :, 2].max() - t0) / 1e3} for l in range(self.layers)]
+
+
+def bind_megakernel_with(inputs, outputs, stream=0, *, table: np.ndarray | None = None,
+                         spin_limit: int = SPIN_LIMIT, geometry: dk.Geometry | None = None,
+                         per_sm: int = MEGA_BLOCKS_PER_SM, threads: int = dk.THREADS,
+                         stamped: bool = False, protocol: tuple[Any, Any] = dk.PROTOCOL) -> MegakernelLaunch:
+    """The megakernel with the default table, geometry and (signal, wait) protocol, or the ones given (the
+    tests' way to make a block wait in vain or to run GPU-shaped rows on the simulator; lesson 07's check of
+    a student's protocol)."""
+    buf = Buffers(inputs, outputs, stream, geometry, threads, protocol)
+    if table is None:
+        table = megakernel_table(buf.geo, buf.layers, per_sm)
+    return MegakernelLaunch(buf, np.ascontiguousarray(table, np.int32), spin_limit, stream, stamped)
+
+
+def megakernel_variant(name: str, per_sm: int = MEGA_BLOCKS_PER_SM, about: str = "",
+                       threads: int = dk.THREADS) -> Variant:
+    """The megakernel with `per_sm` blocks of `threads` per SM (the benchmark times other shapes beside the
+    registered one)."""
+    return Variant(name, "persistent", about, lambda size: plan_megakernel(size, per_sm, threads),
+                   lambda inputs, outputs, stream=0: bind_megakernel_with(inputs, outputs, stream, per_sm=per_sm,
+                                                                         threads=threads),
+                   limit=_limit)
+
+
+WORKLOAD = register(Workload(
+    name="decode",
+    about="x_{l+1} = gelu(W_l x_l + b_l) through all layers, float32: a launch per op to one megakernel",
+    axes=(Axis("hidden", sim=13, gpu=1024, sweep=(1024, 2048, 4096), sim_sweep=(20,), unit="units",
+               about="rows (and columns) of each W_l"),
+          Axis("layers", sim=3, gpu=8, sweep=(8, 16), sim_sweep=(1,), unit="layers",
+               about="dense layers, each needing all of the one before"),
+          Axis("batch", sim=2, gpu=1, sweep=(1, 4, 16), unit="rows", about="independent inputs (tokens)")),
+    make_inputs=make_inputs, reference=reference, output_specs=output_specs,
+    tolerance=Tolerance(rtol=1e-4, atol=2e-5),
+))
+for _name, _pattern, _about, _plan, _bind in (
+        ("unfused", "unfused", "per layer: a matvec kernel writes W x to memory, a bias kernel, a GELU kernel",
+         plan_unfused, bind_unfused),
+        ("fused", "fused", "one kernel per layer: matvec + bias + GELU epilogue, 16-byte weight loads",
+         _plan_layers(False), bind_fused),
+        ("graph", "graph", "the fused layer launches captured once in a CUDA graph, replayed",
+         _plan_layers(False), bind_graph),
+        ("graph_pdl", "pdl", "as graph, with PDL: each layer loads its weights before griddepcontrol.wait",
+         _plan_layers(True), bind_graph_pdl),
+        ("persistent", "persistent", "one cooperative kernel, a grid barrier between layers, the next layer's "
+         "weights loaded before it", plan_persistent, bind_persistent)):
+    WORKLOAD.add(Variant(_name, _pattern, _about, _plan, _bind, limit=_limit))
+WORKLOAD.add(megakernel_variant("megakernel", about=f"{MEGA_BLOCKS_PER_SM} blocks per SM run an instruction table; "
+                                "a counter per layer (stores, release add; acquire polls), weights loaded before the wait"))
+
+from . import protocol  # noqa: E402,F401  (it registers lesson 07's graded exercise on the megakernel)

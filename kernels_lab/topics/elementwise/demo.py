@@ -1,0 +1,84 @@
+"""Demo: the elementwise chain unfused, fused and persistent; bytes, launches and time."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...backend import BACKEND
+from ...core import get_workload
+from ...profile import plots, results
+from ...profile.measure import bytes_needed
+from ...demos import Demo
+from ...demos.common import TIMED_COLUMNS, checked_then_timed, chosen_size, copy_ceiling, opening, results_table, show_committed
+
+TAKES_SIZE = True  # --n / --size choose the problem size (the CLI refuses them for demos without)
+SMALLEST_GPU_N = 1 << 20
+DEMO_N = 1 << 26  # 256 MiB an array, 5x the H200's L2: DRAM-bound like the benchmark's 2^28, and the demo runs in
+                  # seconds (at 2^28 it took 18 s on the H200, 2026-12-04, most of it making and copying inputs)
+
+
+def sized_for_this_device(workload):
+    """The demo's size (DEMO_N, or the default where that is smaller), halved until every variant's inputs,
+    outputs and intermediates fit in the GPU's free memory (with room for the L2 flush buffer): a 16 GiB T4
+    runs what an H200 runs, smaller. Returns (size, a note saying why it is smaller, or None)."""
+    size = workload.default_size()
+    free = BACKEND.free_memory()
+    if free is None:
+        return size, None
+    size = workload.size(min(size.n, DEMO_N))
+    def need(s):
+        return max(bytes_needed(workload, v, s) for v in workload.variants.values()) + (512 << 20)
+    n = size.n
+    while n > SMALLEST_GPU_N and need(workload.size(n)) > free:
+        n //= 2
+    if n == size.n:
+        return size, None
+    return workload.size(n), (f"this GPU has {free / 2**30:.1f} GiB free: n = 2^{n.bit_length() - 1} "
+                              f"instead of the demo's 2^{size.n.bit_length() - 1} (pass --n to choose)")
+
+
+def narrate(records: list[dict], ceiling: float | None) -> str:
+    by = {r["variant"]: r for r in records}
+    un, fu = by["unfused"], by["fused"]
+    ratio = un["bytes_model"] / fu["bytes_model"]
+    lines = [f"Fusing three kernels into one keeps h and g in registers: {un['launches']} launches become "
+             f"{fu['launches']}, and {un['bytes_model']:,} bytes of traffic become {fu['bytes_model']:,} "
+             f"({ratio:.2f}x fewer)."]
+    if fu.get("time_ms"):
+        speed = un["time_ms"] / fu["time_ms"]
+        lines.append(f"On the GPU the fused kernel is {speed:.2f}x faster than the unfused chain "
+                     f"(the bytes predict {ratio:.2f}x).")
+        if ceiling:
+            for name in ("fused_naive", "fused", "persistent"):
+                if name in by and by[name].get("GBs"):
+                    lines.append(f"  {name}: {by[name]['GBs']:.0f} GB/s = {by[name]['GBs'] / ceiling:.0%} of the "
+                                 f"{ceiling:.0f} GB/s copy ceiling measured in this run")
+    else:
+        lines.append("The simulator cannot time kernels; the bytes above were traced element by element "
+                     "and match the plan.")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    workload = get_workload("elementwise")
+    if args.size or args.n is not None:
+        size, note = chosen_size(workload, args), None
+    else:
+        size, note = sized_for_this_device(workload)
+    opening(size, note)
+    ceiling = copy_ceiling(size.n)
+    records = checked_then_timed(workload, size, args.reps)
+    print(results_table(records, TIMED_COLUMNS))
+    print()
+    print(narrate(records, ceiling))
+    meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)
+    json_path = results.dump(meta, records, args.json)
+    png = plots.variant_bars(records, meta, args.figure)
+    print(f"\nwrote {json_path} and {png}")
+    if not BACKEND.can_time:
+        show_committed("elementwise_h200.json", lambda doc: results_table(doc["records"], TIMED_COLUMNS)
+                       + "\n" + narrate(doc["records"], doc["meta"].get("ceiling_GBs")))
+    return 0
+
+
+DEMO = Demo("elementwise", "bias add -> GELU -> scale: unfused (3 kernels) vs fused vs persistent", run, order=1)

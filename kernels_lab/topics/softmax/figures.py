@@ -1,0 +1,162 @@
+"""What the softmax benchmark's results draw (bench.py, record kinds softmax_shape and softmax_sweep):
+`kernels-lab plot RESULTS.json` and benchmarks/render_figures.py find them in FIGURES.
+
+  softmax_versions.png  GB/s of every version at each shape, the copy ceiling and torch.softmax beside
+  softmax_vs_torch.png  torch.softmax's time over each registered variant's, per shape (> 1: faster than torch)
+  softmax_cols.png      GB/s against the row width at fixed bytes: the registered fused, online, split and
+                        torch.softmax (solid), other swept layouts (dashed), the ceiling, where fused stops fitting
+                        on chip, and (the band along the bottom) which registered variant is fastest at each width
+Every GB/s counts one read and one write of x (8 bytes per element).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...profile.plots import plt, save, source_note, style
+from .workload import FUSED_MAX_COLS
+
+COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "persistent": "#2ca02c",
+          "online": "#9467bd", "split": "#17becf", "torch.softmax": "#333333", "torch.compile": "#999999"}
+REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online", "split")
+
+
+def _shapes(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return list(dict.fromkeys((r["size"]["rows"], r["size"]["cols"]) for r in records))
+
+
+def _legend_for(ax, names, ceiling: float | None, extra=()) -> None:
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[n]) for n in names]
+    labels = list(names)
+    if ceiling:
+        handles.append(plt.Line2D([], [], color="black", ls="--", lw=1))
+        labels.append(f"copy ceiling {ceiling:.0f} GB/s")
+    for handle, label in extra:
+        handles.append(handle)
+        labels.append(label)
+    ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def versions(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Path:
+    recs = [r for r in records if r["kind"] == "softmax_shape"]
+    shapes = _shapes(recs)
+    fig, axes = plt.subplots(len(shapes), 1, figsize=(10, 2.4 * len(shapes)), squeeze=False)
+    ceiling = meta.get("ceiling_GBs")
+    for ax, (rows, cols) in zip(axes[:, 0], shapes):
+        here = [r for r in recs if (r["size"]["rows"], r["size"]["cols"]) == (rows, cols)]
+        bars = ax.bar(range(len(here)), [r["GBs"] for r in here], color=[COLORS[r["variant"]] for r in here],
+                      hatch=None)
+        for bar, r in zip(bars, here):
+            if not r.get("correct", True):
+                bar.set_hatch("xx")
+            ax.annotate(f"{r['GBs']:.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                        va="bottom", fontsize=6)
+        if ceiling:
+            ax.axhline(ceiling, color="black", ls="--", lw=1)
+        ax.set_xticks(range(len(here)), [r["version"].replace("torch.", "") for r in here], fontsize=7)
+        ax.set_ylabel("GB/s")
+        style(ax, f"{rows} x {cols}")
+    _legend_for(axes[0, 0], [n for n in COLORS if any(r["variant"] == n for r in recs)], ceiling)
+    wrong = any(not r.get("correct", True) for r in recs)  # promise the hatching only where it is drawn
+    fig.suptitle("every version (v1..: the benchmark's kernels; softmax, compile: torch.softmax and torch.compile), "
+                 "one read + one write counted" + (" (x-hatched: wrong after timing)" if wrong else ""),
+                 fontsize=10, x=0.01, ha="left")
+    source_note(fig, meta)
+    return save(fig, path)
+
+
+def vs_torch(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Path:
+    recs = [r for r in records if r["kind"] == "softmax_shape" and r.get("vs_torch")
+            and (r.get("registered") and r["variant"] in REGISTERED or r["variant"] == "torch.compile")]
+    shapes = _shapes(recs)
+    names = [n for n in (*REGISTERED, "torch.compile") if any(r["variant"] == n for r in recs)]
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    width = 0.8 / max(len(names), 1)
+    for k, name in enumerate(names):
+        for s, shape in enumerate(shapes):
+            r = next((r for r in recs if r["variant"] == name and (r["size"]["rows"], r["size"]["cols"]) == shape),
+                     None)
+            if r is not None:
+                ax.bar(s + (k - (len(names) - 1) / 2) * width, r["vs_torch"], width, color=COLORS[name])
+    ax.axhline(1.0, color=COLORS["torch.softmax"], lw=1)
+    ax.set_xticks(range(len(shapes)), [f"{rows} x {cols}" for rows, cols in shapes])
+    ax.set_ylabel("torch.softmax time / variant time")
+    style(ax, "registered variants against torch.softmax (above 1: faster)")
+    _legend_for(ax, names, None, [(plt.Line2D([], [], color=COLORS["torch.softmax"], lw=1), "torch.softmax = 1")])
+    source_note(fig, meta)
+    return save(fig, path)
+
+
+def by_cols(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Path:
+    recs = [r for r in records if r["kind"] == "softmax_sweep"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    names = [n for n in ("fused", "online", "split", "torch.softmax") if any(r["variant"] == n for r in recs)]
+    for name in names:  # the registered layouts (and torch) as solid lines
+        mine = sorted((r for r in recs if r["variant"] == name and r.get("correct", True)
+                       and (r.get("registered") or name not in REGISTERED)), key=lambda r: r["size"]["cols"])
+        ax.plot([r["size"]["cols"] for r in mine], [r["GBs"] for r in mine], "o-", ms=4, color=COLORS[name])
+    others = []  # the other layouts the benchmark swept (e.g. split's smaller or more slices): dashed, each its own
+    for dashes, version in zip(("--", ":", "-."), sorted({r["version"] for r in recs if r["variant"] in REGISTERED
+                                                        and not r.get("registered")}, key=lambda v: int(v[1:]))):
+        mine = sorted((r for r in recs if r.get("version") == version and r.get("correct", True)),
+                      key=lambda r: r["size"]["cols"])
+        ax.plot([r["size"]["cols"] for r in mine], [r["GBs"] for r in mine], dashes, marker="o", ms=3, lw=1,
+                color=COLORS[mine[0]["variant"]], alpha=0.7)
+        others.append((plt.Line2D([], [], color=COLORS[mine[0]["variant"]], ls=dashes, lw=1),
+                       f"{mine[0]['variant']} {version} ({_layout(mine[0])})"))
+    ceiling = meta.get("ceiling_GBs")
+    if ceiling:
+        ax.axhline(ceiling, color="black", ls="--", lw=1)
+    ax.axvline(FUSED_MAX_COLS, color="gray", ls=":", lw=1)
+    # which registered variant is fastest at each width: a band along the bottom, one cell per width
+    for cols, winner in fastest_by_cols(recs).items():
+        ax.axvspan(cols / 2 ** 0.5, cols * 2 ** 0.5, ymin=0, ymax=0.04, color=COLORS[winner], lw=0)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("cols (row length, float32); rows = fixed bytes / row")
+    ax.set_ylabel("GB/s (one read + one write)")
+    total = recs[0]["n"] * 4 if recs else 0
+    style(ax, f"softmax by row width, {total / 2**20:.0f} MiB of x at every point")
+    ax.set_ylim(bottom=0)
+    _legend_for(ax, names, ceiling, others + [(plt.Line2D([], [], color="gray", ls=":", lw=1),
+                                      f"fused's widest row on chip ({FUSED_MAX_COLS})"),
+                                     (plt.Rectangle((0, 0), 1, 1, color="lightgray"),
+                                      "band: the fastest variant there")])
+    source_note(fig, meta)
+    return save(fig, path)
+
+
+def _layout(r: dict[str, Any]) -> str:
+    """A split layout in words: threads x chunks a block (the slice it holds)."""
+    lay = r.get("layout") or {}
+    if "threads" not in lay:
+        return "its own layout"
+    return f"slices of {lay['threads'] * lay['chunks'] * 4} floats"
+
+
+def fastest_by_cols(recs: list[dict[str, Any]]) -> dict[int, str]:
+    """cols -> the registered variant with the shortest time there (anchors and wrong results left out)."""
+    best: dict[int, dict[str, Any]] = {}
+    for r in recs:
+        if r["variant"] in REGISTERED and r.get("registered", True) and r.get("correct", True):
+            c = r["size"]["cols"]
+            if c not in best or r["time_ms"] < best[c]["time_ms"]:
+                best[c] = r
+    return {c: best[c]["variant"] for c in sorted(best)}
+
+
+def figures(doc: dict[str, Any], out_dir: str | Path, stem: str = "softmax") -> list[Path]:
+    """Every figure a results file of bench.py supports, named STEM_WHAT.png."""
+    out = Path(out_dir)
+    meta, records = doc["meta"], doc["records"]
+    made = []
+    if any(r.get("kind") == "softmax_shape" for r in records):
+        made.append(versions(records, meta, out / f"{stem}_versions.png"))
+    if any(r.get("kind") == "softmax_shape" and r.get("vs_torch") for r in records):
+        made.append(vs_torch(records, meta, out / f"{stem}_vs_torch.png"))
+    if any(r.get("kind") == "softmax_sweep" for r in records):
+        made.append(by_cols(records, meta, out / f"{stem}_cols.png"))
+    return made
+
+
+FIGURES = {"softmax_shape": figures, "softmax_sweep": figures}
