@@ -19,7 +19,7 @@ from kernels_lab.profile import numbers, results
 # each demo's committed results file and what it prints from it on the simulator
 SHOWN = {
     "elementwise": ("elementwise_h200.json", lambda doc: common.results_table(doc["records"], common.TIMED_COLUMNS)
-                    + elementwise.narrate(doc["records"], doc["meta"]["ceiling_GBs"])),
+                    + elementwise.narrate(doc["records"], common.DemoRun(None, {}, doc["meta"]["ceiling_GBs"]))),
     "launch": ("ladder_h200.json", lambda doc: launch_overhead.rung_lines(doc["records"])
                + launch_overhead.narrate(doc["records"])),
     "consumer": ("consumer_h200.json", lambda doc: consumer.table(doc["records"]) + consumer.narrate(doc["records"])),

@@ -79,3 +79,17 @@ def test_plans_declare_bytes_in_flight_per_thread():
     assert naive.read_bytes_in_flight == 8 and fused.read_bytes_in_flight == 32  # 4-byte vs 16-byte loads
     assert fused.device_bytes_in_flight(1 << 30) == 8 * (1 << 20)  # every load of the kernel at once
     assert naive.device_bytes_in_flight(270_336) == 270_336 * 8     # bounded by the resident threads
+
+
+def test_the_copy_ceilings_kernel_copies_every_element_at_sizes_that_are_not_multiples_of_four():
+    import numpy as np
+
+    from kernels_lab.arrays import poisoned
+    from kernels_lab.profile.ceiling import BLOCK, copy_kernel
+    from kernels_lab.runtime import cuda
+    rng = np.random.default_rng()
+    for n in (1, 4, 7, BLOCK * 4 + 3):
+        src = rng.standard_normal(n).astype(np.float32)
+        dst = poisoned({"dst": ((n,), np.float32)})["dst"]
+        copy_kernel[(n // 4 + BLOCK) // BLOCK, BLOCK](cuda.to_device(src), dst)
+        assert np.array_equal(dst.copy_to_host(), src), n

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..backend import BACKEND
-from ..core import Size, Workload
+from ..core import Size, Workload, get_workload
 from ..errors import UsageError
+from . import Demo
 
 
 def chosen_size(workload: Workload, args: argparse.Namespace) -> Size:
@@ -146,3 +147,51 @@ def results_table(records: Sequence[dict[str, Any]], columns: Sequence[Column]) 
 TIMED_COLUMNS = workload_columns(13, 15) + [Column("time ms", "time_ms", 10, "{:.3f}", "n/a"),
                                             Column("GB/s", "GBs", 8, "{:.0f}", "n/a"),
                                             Column("host us/launch", "host_us_per_launch", 16, "{:.1f}", "n/a")]
+
+
+# -- a workload's demo: one runner, the topic supplies the narration ---------------------------------
+
+@dataclass(frozen=True)
+class DemoRun:
+    """What a workload demo's narration is told besides its records."""
+    size: Size | None                 # None: the committed GPU run, narrated where there is no GPU
+    refused: dict[str, str]           # variant -> why it does not run at `size`
+    ceiling: float | None             # GB/s, the copy ceiling measured in this run (None: not measured)
+
+
+def workload_demo(name: str, about: str, order: int, *, narrate: Callable[[list[dict[str, Any]], DemoRun], str],
+                  columns: Sequence[Column], committed: str, committed_numbers: Callable[[dict[str, Any]], str],
+                  choose_size: Callable[[Workload, argparse.Namespace], tuple[Size, str | None]] | None = None,
+                  derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None, check_first: bool = True,
+                  with_ceiling: bool = False, quiet: Sequence[str] = ()) -> Demo:
+    """`kernels-lab demo NAME` for the registered workload NAME: the size (choose_size, else --size / --n or the
+    back-end's default), the copy ceiling (with_ceiling), every variant checked then timed (check_first: checked
+    at a smaller size first on a GPU; else measured at `size` directly), each record extended by derive, the table
+    of `columns`, the topic's narration, the results file and the figure; and where there is no GPU, the committed
+    GPU run (committed_numbers(its results)). `quiet`: warnings the narration already explains."""
+    def run(args: argparse.Namespace) -> int:
+        import warnings
+
+        from ..profile import plots, results
+        from ..profile.measure import measure_workload
+        workload = get_workload(name)
+        size, note = choose_size(workload, args) if choose_size else (chosen_size(workload, args), None)
+        opening(size, note)
+        ceiling = copy_ceiling(size.elements) if with_ceiling else None
+        refused = {v.name: why for v in workload.variants.values() if (why := v.why_not(size)) is not None}
+        with warnings.catch_warnings():
+            for message in quiet:
+                warnings.filterwarnings("ignore", message)
+            records = (checked_then_timed(workload, size, args.reps) if check_first
+                       else measure_workload(workload, size, reps=args.reps))
+        records = [{**r, **derive(r)} for r in records] if derive else records
+        print(results_table(records, columns))
+        print()
+        print(narrate(records, DemoRun(size, refused, ceiling)))
+        meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)
+        json_path = results.dump(meta, records, args.json)
+        print(f"\nwrote {json_path} and {plots.variant_bars(records, meta, args.figure)}")
+        if not BACKEND.can_time:
+            show_committed(committed, committed_numbers)
+        return 0
+    return Demo(name, about, run, order)

@@ -21,7 +21,8 @@ import re
 import warnings
 import numpy as np
 from kernels_lab import lessons, get_workload
-from kernels_lab.runtime import cuda, ON_SIMULATOR, ON_GPU, device_facts
+from kernels_lab.backend import BACKEND
+from kernels_lab.runtime import cuda, device_facts
 from kernels_lab.topics.rnn import workload as rnn
 print(lessons.setup())
 w = get_workload("rnn")
@@ -80,7 +81,7 @@ for v in w.variants.values():
 
 # %%
 for name in ("fused", "persistent"):
-    if ON_SIMULATOR:
+    if BACKEND.can_trace:  # the byte trace: the simulator sees every access
         per_launch = [t.arrays["W"].bytes_read if "W" in t.arrays else 0 for t in traces[name].launches]
     else:
         per_launch = [0] + [w_bytes] * (size.steps - 1) if name == "fused" else [w_bytes]
@@ -176,14 +177,14 @@ STATIC_SHARED_PER_BLOCK = 48 * 1024  # numba-cuda 0.30 declares shared arrays st
 h200 = lessons.committed("ladder_h200.json")["meta"]["device"]
 sms = int(re.search(r"(\d+) SMs", h200).group(1))
 l2_bytes = int(re.search(r"(\d+) MiB L2", h200).group(1)) * 2**20
-if ON_GPU:  # the machine this runs on
+if BACKEND.can_time:  # a GPU: the machine this runs on
     dev = cuda.get_current_device()
     sms, l2_bytes = device_facts().sm_count, device_facts().l2_bytes
     REGISTERS_PER_SM = getattr(dev, "MAX_REGISTERS_PER_MULTIPROCESSOR", REGISTERS_PER_SM)
     SHARED_PER_SM = getattr(dev, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", SHARED_PER_SM)
 regs_total = sms * REGISTERS_PER_SM * 4
 shared_total = sms * SHARED_PER_SM
-print(device_facts().describe() if ON_GPU else h200)
+print(device_facts().describe() if BACKEND.can_time else h200)
 print(f"registers:     {sms} SMs x {REGISTERS_PER_SM:,} x 4 B = {regs_total / 2**20:6.2f} MiB")
 print(f"shared memory: {sms} SMs x {SHARED_PER_SM // 1024} KiB    = {shared_total / 2**20:6.2f} MiB")
 print(f"(L2, for comparison: {l2_bytes / 2**20:.0f} MiB, shared by all SMs, off the SMs)")

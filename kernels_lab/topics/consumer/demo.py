@@ -8,7 +8,7 @@ import numpy as np
 
 from ...backend import BACKEND
 from . import LaunchPerRequest, PersistentConsumer, default_protocol, reference
-from ...profile import plots, results
+from ...profile import results
 from ...demos import Demo
 from .figures import HEADLINE_PAYLOAD, consumer_latency_cdf, consumer_throughput, headline_payload_bytes
 from ...demos.common import opening, show_committed

@@ -8,7 +8,7 @@ from typing import Any
 from . import default_protocol  # the protocol the consumer picks at a payload
 from .figures import HEADLINE_PAYLOAD  # the payload the README quotes and the latency figure draws
 
-from ...profile.numbers import DATA, load, pow2, records, kilo  # noqa: F401
+from ...profile.numbers import DATA, kilo, records
 
 CONSUMER, POLLS = "consumer_h200.json", "consumer_polls_h200.json"
 

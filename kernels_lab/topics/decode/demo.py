@@ -5,17 +5,10 @@ table, and the figures figures.py draws from it)."""
 
 from __future__ import annotations
 
-import argparse
-import warnings
 from typing import Any, Sequence
 
-from ...backend import BACKEND
-from ...core import Size, get_workload
-from ...profile import plots, results
-from ...profile.measure import measure_workload
-from ...demos import Demo
+from ...demos.common import Column, DemoRun, workload_columns, workload_demo
 from .figures import table
-from ...demos.common import Column, chosen_size, opening, results_table, show_committed, workload_columns
 
 COMMITTED = "decode_h200.json"
 
@@ -24,7 +17,8 @@ COMMITTED = "decode_h200.json"
 COLUMNS = workload_columns(12, 16) + [Column("us/pass", "us_per_pass", 10, "{:.1f}", "n/a")]
 
 
-def narrate(records: Sequence[dict[str, Any]], size: Size) -> str:
+def narrate(records: Sequence[dict[str, Any]], run: DemoRun) -> str:
+    size = run.size
     by = {r["variant"]: r for r in records}
     weights = 4 * size.layers * size.hidden ** 2
     lines = [f"Each layer needs all of the one before: the weights ({weights:,} bytes a pass) are read once by every "
@@ -43,25 +37,11 @@ def narrate(records: Sequence[dict[str, Any]], size: Size) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    workload = get_workload("decode")
-    size = chosen_size(workload, args)
-    opening(size)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "decode graph")  # no graphs on the simulator: narrated below
-        records = measure_workload(workload, size, reps=args.reps)
-    for r in records:
-        r["us_per_pass"] = None if r.get("time_ms") is None else r["time_ms"] * 1e3
-    print(results_table(records, COLUMNS))
-    print()
-    print(narrate(records, size))
-    meta = results.make_meta(args.command_line, None)
-    json_path = results.dump(meta, records, args.json)
-    print(f"\nwrote {json_path} and {plots.variant_bars(records, meta, args.figure)}")
-    if not BACKEND.can_time:
-        show_committed(COMMITTED, table)
-    return 0
+def us_per_pass(record: dict[str, Any]) -> dict[str, Any]:
+    return {"us_per_pass": None if record.get("time_ms") is None else record["time_ms"] * 1e3}
 
 
-DEMO = Demo("decode", "a chain of dense layers: a kernel per op, fused, graph, graph + PDL, persistent, megakernel",
-            run, order=7)
+DEMO = workload_demo(
+    "decode", "a chain of dense layers: a kernel per op, fused, graph, graph + PDL, persistent, megakernel", 7,
+    narrate=narrate, columns=COLUMNS, committed=COMMITTED, committed_numbers=table, derive=us_per_pass,
+    check_first=False, quiet=("decode graph",))  # no graphs on the simulator: the narration says so

@@ -5,11 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ...backend import BACKEND
-from ...core import get_workload
-from ...profile import plots, results
 from ...profile.measure import bytes_needed
-from ...demos import Demo
-from ...demos.common import TIMED_COLUMNS, checked_then_timed, chosen_size, copy_ceiling, opening, results_table, show_committed
+from ...demos.common import TIMED_COLUMNS, DemoRun, chosen_size, results_table, workload_demo
 
 TAKES_SIZE = True  # --n / --size choose the problem size (the CLI refuses them for demos without)
 SMALLEST_GPU_N = 1 << 20
@@ -37,7 +34,8 @@ def sized_for_this_device(workload):
                               f"instead of the demo's 2^{size.n.bit_length() - 1} (pass --n to choose)")
 
 
-def narrate(records: list[dict], ceiling: float | None) -> str:
+def narrate(records: list[dict], run: DemoRun) -> str:
+    ceiling = run.ceiling
     by = {r["variant"]: r for r in records}
     un, fu = by["unfused"], by["fused"]
     ratio = un["bytes_model"] / fu["bytes_model"]
@@ -59,26 +57,15 @@ def narrate(records: list[dict], ceiling: float | None) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    workload = get_workload("elementwise")
+def choose_size(workload, args: argparse.Namespace):
+    """--size / --n when given, else the demo's size for this device."""
     if args.size or args.n is not None:
-        size, note = chosen_size(workload, args), None
-    else:
-        size, note = sized_for_this_device(workload)
-    opening(size, note)
-    ceiling = copy_ceiling(size.n)
-    records = checked_then_timed(workload, size, args.reps)
-    print(results_table(records, TIMED_COLUMNS))
-    print()
-    print(narrate(records, ceiling))
-    meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)
-    json_path = results.dump(meta, records, args.json)
-    png = plots.variant_bars(records, meta, args.figure)
-    print(f"\nwrote {json_path} and {png}")
-    if not BACKEND.can_time:
-        show_committed("elementwise_h200.json", lambda doc: results_table(doc["records"], TIMED_COLUMNS)
-                       + "\n" + narrate(doc["records"], doc["meta"].get("ceiling_GBs")))
-    return 0
+        return chosen_size(workload, args), None
+    return sized_for_this_device(workload)
 
 
-DEMO = Demo("elementwise", "bias add -> GELU -> scale: unfused (3 kernels) vs fused vs persistent", run, order=1)
+DEMO = workload_demo(
+    "elementwise", "bias add -> GELU -> scale: unfused (3 kernels) vs fused vs persistent", 1, narrate=narrate,
+    columns=TIMED_COLUMNS, committed="elementwise_h200.json", choose_size=choose_size, with_ceiling=True,
+    committed_numbers=lambda doc: results_table(doc["records"], TIMED_COLUMNS) + "\n"
+    + narrate(doc["records"], DemoRun(None, {}, doc["meta"].get("ceiling_GBs"))))

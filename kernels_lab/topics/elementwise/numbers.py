@@ -10,7 +10,7 @@ from typing import Any
 import math
 import statistics
 
-from ...profile.numbers import DATA, load, pow2, records, kilo  # noqa: F401
+from ...profile.numbers import DATA, load, pow2, records
 
 ELEMENTWISE = "elementwise_h200.json"
 

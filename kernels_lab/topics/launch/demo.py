@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ...backend import BACKEND
-from ...profile import plots, results
+from ...profile import results
 from ...demos import Demo
 from .figures import ladder
 from ...demos.common import show_committed

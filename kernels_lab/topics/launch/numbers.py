@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from ...profile.numbers import DATA, load, pow2, records, kilo  # noqa: F401
+from ...profile.numbers import DATA, records
 
 LADDER = "ladder_h200.json"
 

@@ -9,7 +9,7 @@ import warnings
 from . import rules as pdl_rules
 from ...backend import BACKEND
 from . import workload as pdl
-from ...profile import plots, results
+from ...profile import results
 from ...demos import Demo
 from .figures import pdl_summary, pdl_timeline
 from ...demos.common import heading, show_committed

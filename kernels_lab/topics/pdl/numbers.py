@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...profile.numbers import DATA, load, pow2, records, kilo  # noqa: F401
+from ...profile.numbers import DATA, records
 
 PDL_G, PDL_CLASS = 32, "tiny"  # the PDL configuration the README quotes
 

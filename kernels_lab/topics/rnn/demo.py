@@ -5,15 +5,9 @@ numbers, and the figures figures.py draws from it)."""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any, Sequence
 
-from ...backend import BACKEND
-from ...core import Size, get_workload
-from ...profile import plots, results
-from ...profile.measure import measure_workload
-from ...demos import Demo
-from ...demos.common import Column, chosen_size, opening, results_table, show_committed, workload_columns
+from ...demos.common import Column, DemoRun, workload_columns, workload_demo
 
 COMMITTED = "rnn_h200.json"
 
@@ -32,7 +26,8 @@ COLUMNS = workload_columns(22, 16) + [Column("us/step", "us_per_step", 10, "{:.2
                                       Column("TFLOP/s", "tflops", 9, "{:.2f}", "n/a")]
 
 
-def narrate(records: Sequence[dict[str, Any]], size: Size, refused: dict[str, str]) -> str:
+def narrate(records: Sequence[dict[str, Any]], run: DemoRun) -> str:
+    size, refused = run.size, run.refused
     by = {r["variant"]: r for r in records}
     lines = [f"Every step needs all of the step before, so per-step variants pay a kernel boundary per step: "
              f"unfused {by['unfused']['launches']} launches, fused {by['fused']['launches']}; and they read W "
@@ -71,22 +66,7 @@ def benchmark_table(doc: dict[str, Any]) -> str:
 
 # -- the demo ---------------------------------------------------------------------------------------
 
-def run(args: argparse.Namespace) -> int:
-    workload = get_workload("rnn")
-    size = chosen_size(workload, args)
-    opening(size)
-    refused = {v.name: why for v in workload.variants.values() if (why := v.why_not(size)) is not None}
-    records = [{**r, **per_step(r)} for r in measure_workload(workload, size, reps=args.reps)]
-    print(results_table(records, COLUMNS))
-    print()
-    print(narrate(records, size, refused))
-    meta = results.make_meta(args.command_line, None)
-    json_path = results.dump(meta, records, args.json)
-    print(f"\nwrote {json_path} and {plots.variant_bars(records, meta, args.figure)}")
-    if not BACKEND.can_time:
-        show_committed(COMMITTED, benchmark_table)
-    return 0
-
-
-DEMO = Demo("rnn", "a recurrent layer: per-step launches (unfused, fused, graph) vs one persistent kernel with W "
-                   "in registers", run, order=5)
+DEMO = workload_demo(
+    "rnn", "a recurrent layer: per-step launches (unfused, fused, graph) vs one persistent kernel with W in registers",
+    5, narrate=narrate, columns=COLUMNS, committed=COMMITTED, committed_numbers=benchmark_table, derive=per_step,
+    check_first=False)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ...backend import BACKEND
-from ...core import Size, get_workload
-from ...profile import plots, results
-from ...demos import Demo
-from ...demos.common import TIMED_COLUMNS, checked_then_timed, chosen_size, copy_ceiling, opening, results_table, show_committed
+from ...core import get_workload
+from ...demos.common import TIMED_COLUMNS, DemoRun, chosen_size, workload_demo
 
 USEFUL_BYTES = 8  # per element: x read once, out written once, what every variant's GB/s is counted on
 # The demo's rows unless --size says otherwise: 8192 x 4096 floats is 128 MiB of x, twice the H200's L2, so the
@@ -16,7 +14,8 @@ USEFUL_BYTES = 8  # per element: x read once, out written once, what every varia
 DEMO_ROWS = BACKEND.size(gpu=8192, simulator=get_workload("softmax").default_size()["rows"])
 
 
-def narrate(records: list[dict], size: Size, refused: dict[str, str], ceiling: float | None) -> str:
+def narrate(records: list[dict], run: DemoRun) -> str:
+    size, refused, ceiling = run.size, run.refused, run.ceiling
     by = {r["variant"]: r for r in records}
     n = size.elements
     un, one = by["unfused"], by.get("fused") or by["online"]
@@ -59,26 +58,13 @@ def benchmark_table(doc: dict) -> str:
     return "\n".join(lines + ["  (-: the variant does not run that shape)"])
 
 
-def run(args: argparse.Namespace) -> int:
-    workload = get_workload("softmax")
+def choose_size(workload, args: argparse.Namespace):
+    """--size / --n, else DEMO_ROWS rows of the default width."""
     size = chosen_size(workload, args)
-    if not args.size:
-        size = size.replace(rows=DEMO_ROWS)
-    opening(size)
-    ceiling = copy_ceiling(size.elements)
-    refused = {v.name: why for v in workload.variants.values() if (why := v.why_not(size)) is not None}
-    records = checked_then_timed(workload, size, args.reps)
-    print(results_table(records, TIMED_COLUMNS))
-    print()
-    print(narrate(records, size, refused, ceiling))
-    meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)
-    json_path = results.dump(meta, records, args.json)
-    png = plots.variant_bars(records, meta, args.figure)
-    print(f"\nwrote {json_path} and {png}")
-    if not BACKEND.can_time:
-        show_committed("softmax_h200.json", benchmark_table)
-    return 0
+    return (size if args.size else size.replace(rows=DEMO_ROWS)), None
 
 
-DEMO = Demo("softmax", "softmax over rows: unfused (3 kernels) vs the row in shared memory, in registers, online, "
-                       "persistent", run, order=4)
+DEMO = workload_demo(
+    "softmax", "softmax over rows: unfused (3 kernels) vs the row in shared memory, in registers, online, persistent",
+    4, narrate=narrate, columns=TIMED_COLUMNS, committed="softmax_h200.json", committed_numbers=benchmark_table,
+    choose_size=choose_size, with_ceiling=True)
