@@ -526,8 +526,10 @@ def register(workload: Workload) -> Workload:
 
 
 def all_workloads() -> dict[str, Workload]:
-    importlib.import_module(f"{__package__}.topics").load()  # importing every topic's workload.py registers it
-    return dict(_REGISTRY)
+    """Every workload, in its topic's ORDER (then as registered), whichever module happened to be imported first."""
+    topics = importlib.import_module(f"{__package__}.topics")
+    topics.load()  # importing every topic's workload.py registers it
+    return dict(sorted(_REGISTRY.items(), key=lambda item: topics.order_of(item[1].reference.__module__)))
 
 
 def get_workload(name: str) -> Workload:

@@ -29,6 +29,13 @@ def modules(part: str) -> list[ModuleType]:
             if any(m.name == part for m in pkgutil.iter_modules(p.__path__))]
 
 
+def order_of(module: str) -> float:
+    """The ORDER of the topic a module belongs to (kernels_lab.topics.NAME...); after every topic for others."""
+    if not module.startswith(__name__ + "."):
+        return float("inf")
+    return importlib.import_module(f"{__name__}.{module.split('.')[2]}").ORDER
+
+
 def load() -> None:
     """Import every topic's workload, which registers it."""
     modules("workload")
