@@ -14,12 +14,12 @@ def _workload(name: str):
     """A workload from `kernels-lab list`; a fixed measurement's name points to `bench`."""
     from ..core import get_workload
     from ..profile.runs import benches
-    if name in benches():
-        raise UsageError(f"{name!r} is not a workload but a fixed GPU measurement: run `kernels-lab bench {name}` "
-                         f"(workloads: `kernels-lab list`)")
     try:
         return get_workload(name)
     except KeyError as e:
+        if name in benches():  # asked only for a name that is no workload: finding the benches imports them all
+            raise UsageError(f"{name!r} is not a workload but a fixed GPU measurement: run `kernels-lab bench "
+                             f"{name}` (workloads: `kernels-lab list`)") from None
         raise UsageError(e.args[0]) from None
 
 
@@ -157,13 +157,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..profile.runs import benches, run_bench
     from ..runtime import ON_GPU, device_facts
-    BENCHES = benches()
+    known = benches()
     if args.list or not args.name:
-        for name, b in BENCHES.items():
+        for name, b in known.items():
             print(f"{name:<10} {b.about}")
         return 0
-    if args.name not in BENCHES:
-        raise UsageError(f"unknown bench {args.name!r}; benches: {', '.join(BENCHES)} (workloads are measured by "
+    if args.name not in known:
+        raise UsageError(f"unknown bench {args.name!r}; benches: {', '.join(known)} (workloads are measured by "
                          f"`kernels-lab profile`)")
     if not ON_GPU:
         raise UsageError(f"bench {args.name} measures microseconds and needs a GPU; on the simulator, "

@@ -1,8 +1,9 @@
 """Every number the README quotes, computed from the committed results files (figures/data/).
 
-One function per quoted number (or group of numbers quoted together), each reading the
-results file it names; `readme_blocks()` assembles the README's measured table and its figure
-captions from them, and `render_readme()` rewrites the text between the README's markers
+Each topic's numbers.py holds the functions that read its results files: rows(data) for the
+README's measured table and BLOCKS for its captions; `blocks()` gathers them with the harness's own
+(the measured table, the demos' times), `readme_blocks()` renders them, and `render_readme()` rewrites
+the text between the README's markers
 
     <!-- numbers:begin NAME -->  ...  <!-- numbers:end NAME -->
 
