@@ -81,3 +81,12 @@ def test_the_consumer_demo_quotes_the_payload_and_the_numbers_of_the_readme():
     c = quoted()
     assert f"With a {c['payload'] // 1024} KiB payload" in said
     assert f"{c['p50']:.1f} us (p50; p99 {c['p99']:.1f} us" in said and f"{c['speedup']:.1f}x" in said
+
+
+def test_the_site_demo_page_lists_every_demo():
+    """docs/demos.md's table names every demo `kernels-lab demo --list` knows (the site's Demos page)."""
+    from pathlib import Path
+    from kernels_lab.demos import demos
+    page = (Path(__file__).resolve().parents[1] / "docs" / "demos.md").read_text()
+    missing = [name for name in demos() if f"| `{name}` |" not in page]
+    assert not missing, f"docs/demos.md has no row for the demo(s) {missing}"
