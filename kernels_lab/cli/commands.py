@@ -155,26 +155,50 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """A topic's study (profile/study.py) or a fixed GPU measurement (launch, consumer, pdl): one results file."""
     from ..profile.runs import benches, run_bench
+    from ..profile.study import run_study, studies, table
     from ..runtime import ON_GPU, device_facts
-    known = benches()
+    known, studied = benches(), studies()
     if args.list or not args.name:
+        for name, s in studied.items():
+            print(f"{name:<12} study: every line of {name} checked, then timed against its anchors ({s.about})")
         for name, b in known.items():
-            print(f"{name:<10} {b.about}")
+            print(f"{name:<12} {b.about}")
         return 0
-    if args.name not in known:
-        raise UsageError(f"unknown bench {args.name!r}; benches: {', '.join(known)} (workloads are measured by "
-                         f"`kernels-lab profile`)")
-    if not ON_GPU:
+    if args.name not in known and args.name not in studied:
+        raise UsageError(f"unknown bench {args.name!r}; studies: {', '.join(studied)}; fixed measurements: "
+                         f"{', '.join(known)}")
+    fixed = args.name not in studied
+    if fixed and not ON_GPU:
         raise UsageError(f"bench {args.name} measures microseconds and needs a GPU; on the simulator, "
                          f"`kernels-lab demo {args.name}` shows the committed GPU results")
+    if fixed and (args.ncu or args.check or args.reps is not None):
+        raise UsageError(f"bench {args.name} is a fixed measurement: --ncu, --check and --reps are for studies")
+    if args.ncu and not ON_GPU:
+        raise UsageError("--ncu measures DRAM bytes on a GPU with Nsight Compute; this back-end cannot: drop --ncu")
     args.json = args.json or args.out / f"{args.name}_bench.json"
     check_out_dir(args.out)
     check_out_file(args.json, "--json", args.out)
+    if args.ncu:
+        from ..profile.runs import ncu_missing
+        if missing := ncu_missing():
+            print(f"{PROG}: error: {missing}", file=sys.stderr)
+            return EXIT_ENVIRONMENT
     print(f"backend: {device_facts().describe()}")
-    records = run_bench(args.name, args.json, args.command_line)
-    print(f"{len(records)} records; wrote {args.json}")
-    return 0
+    if fixed:
+        records = run_bench(args.name, args.json, args.command_line)
+        print(f"{len(records)} records; wrote {args.json}")
+        return 0
+    run = run_study(studied[args.name], args.json, command=args.command_line, reps=args.reps, ncu=args.ncu,
+                    check_only=args.check)
+    print(table(run.records))
+    for what, why in run.skipped.items():
+        print(f"skipped {what}: {why}")
+    for p in run.problems:
+        print(f"PROBLEM: {p}")
+    print(f"{len(run.records)} records; wrote {run.path}")
+    return 1 if run.wrong else 0
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ OVERVIEW = """kernels-lab: see what fusion, persistence and launch strategies do
   kernels-lab list                      every workload, its variants, patterns and launches
   kernels-lab demo elementwise          validate, measure, plot and narrate one lesson topic (demo --list)
   kernels-lab profile elementwise       sweep a workload's sizes, write a results JSON
-  kernels-lab bench launch              a fixed GPU measurement: launch ladder, consumer, PDL (bench --list)
+  kernels-lab bench softmax             a topic's study, or a fixed GPU measurement (bench --list)
   kernels-lab timeline quantize_group   a Gantt chart of every variant's launches (CUDA events)
   kernels-lab plot RESULTS.json         draw the figures of a results file
   kernels-lab grade EXERCISE FILES...   grade student submissions (grade --list; grade merge; grade bundle)
@@ -159,14 +159,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_outputs(pr, None, "OUT/WORKLOAD_profile.json")
     pr.set_defaults(func=cmd_profile)
 
-    b = _sub(sub, "bench", "a fixed GPU measurement that is not a workload's variants (launch, consumer, pdl)",
-             "Measure one fixed configuration set on a GPU: 'launch' the launch-overhead ladder, 'consumer' the "
-             "persistent consumer's latency and throughput, 'pdl' the PDL / graph / grouped variants over G. "
-             "GPU only: on the simulator, `kernels-lab demo NAME` shows the committed GPU results.",
+    b = _sub(sub, "bench", "a topic's study, or a fixed GPU measurement (launch, consumer, pdl)",
+             "A topic's study (softmax, layernorm, rnn, ...: the numbers its lesson and the README quote): every "
+             "line (registered variants, numbered versions, anchors such as torch) checked against float64, then "
+             "timed interleaved on two clocks (one-pass latency with a cold L2, and the steady state), re-checked, "
+             "beside the copy ceiling. Where nothing can be timed (the simulator) it runs the study's check sizes, "
+             "every line checked, and says what it skipped. Or a fixed measurement: 'launch' the launch-overhead "
+             "ladder, 'consumer' the persistent consumer's latency and throughput, 'pdl' the PDL / graph / grouped "
+             "variants over G (GPU only).",
              _epilog("the results file OUT/NAME_bench.json (or --json); draw it with `kernels-lab plot`",
-                     USUAL_STATUS, "kernels-lab bench launch --json ladder.json"))
-    b.add_argument("name", nargs="?", help="which measurement (see --list)")
-    b.add_argument("--list", action="store_true", help="list the measurements")
+                     "0 done; 1 a line gave wrong values (the table says which); 2 a mistake on the command line; "
+                     "3 --ncu cannot run (ncu missing), or a file could not be written; 70 a bug in kernels-lab",
+                     "kernels-lab bench softmax --json softmax.json"))
+    b.add_argument("name", nargs="?", help="which study or measurement (see --list)")
+    b.add_argument("--list", action="store_true", help="list the studies and measurements")
+    b.add_argument("--reps", type=positive_int, default=None,
+                   help="timed repetitions per line and size, studies only (default: the study's)")
+    b.add_argument("--check", action="store_true", help="a study's check sizes only: every line checked, nothing "
+                                                        "timed (what CI runs on the simulator)")
+    b.add_argument("--ncu", action="store_true", help="a study: also DRAM bytes of the registered lines at the "
+                                                      "largest size, from Nsight Compute (GPU only)")
     _add_outputs(b, None, "OUT/NAME_bench.json")
     b.set_defaults(func=cmd_bench)
 

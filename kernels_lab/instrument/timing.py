@@ -11,8 +11,12 @@ dependent launches dispatches after that head start shows up in the device time,
 would for a caller: so cold-L2 times of a 3-launch chain at small n include ~15-20 us of
 exposed dispatch per extra launch, warm-cache times (longer head start) almost none.
 
-The simulator has no clock worth the name: every function here raises there, and callers
-report timings as unavailable instead.
+Two clocks, the same launchers, interleaved: time_launchers is the one-pass latency (a cold cache and
+an idle GPU before each pass: what one call costs), time_steady the steady state (passes issued back to
+back, warm, the host running ahead: what a call costs inside a loop of them).
+
+The simulator has no clock worth the name: every function here raises there (why_untimed() says
+why beforehand), and callers report timings as unavailable instead.
 """
 
 from __future__ import annotations
@@ -78,9 +82,14 @@ class L2Flusher:
         _scribble[self.grid, 256, self.stream](self.buf, np.int32(self.calls))
 
 
+def why_untimed() -> str | None:
+    """Why this back-end cannot time (the simulator runs kernels as Python threads), or None."""
+    return None if ON_GPU else "timings need a GPU: the simulator runs kernels as Python threads"
+
+
 def _require_gpu() -> None:
-    if not ON_GPU:
-        raise TimingUnavailable("timings need a GPU: the simulator runs kernels as Python threads")
+    if (why := why_untimed()) is not None:
+        raise TimingUnavailable(why)
 
 
 def time_launchers(launchers: Sequence[Callable[[], None]], *, reps: int = 30, warmup: int = 3,
@@ -114,6 +123,35 @@ def time_launchers(launchers: Sequence[Callable[[], None]], *, reps: int = 30, w
     for s, h in zip(samples, host):
         q1, med, q3 = np.percentile(np.asarray(s), [25, 50, 75])
         out.append(Timing(float(med), float(q1), float(q3), reps, h, tuple(float(x) for x in s)))
+    return out
+
+
+def time_steady(launchers: Sequence[Callable[[], None]], *, reps: int = 10, batch_ms: float = 2.0,
+                once_ms: Sequence[float] | None = None, stream=0) -> list[Timing]:
+    """The steady state: each repetition times `passes` calls issued back to back (no flush, the host
+    ahead of the GPU) and counts their mean; launchers interleaved rep by rep. `passes` per launcher
+    fills about `batch_ms` of GPU time (from once_ms, its one-pass times; 10 when not given).
+    host_us_per_call is left 0: time_launchers measures it."""
+    _require_gpu()
+    passes = [max(1, min(200, int(batch_ms / t))) if t and t > 0 else 10
+              for t in (once_ms or [0.0] * len(launchers))]
+    for launch in launchers:
+        launch()
+    cuda.synchronize()
+    samples = [[] for _ in launchers]
+    start, end = cuda.event(), cuda.event()
+    for _ in range(reps):
+        for k, launch in enumerate(launchers):
+            start.record(stream)
+            for _ in range(passes[k]):
+                launch()
+            end.record(stream)
+            end.synchronize()
+            samples[k].append(start.elapsed_time(end) / passes[k])
+    out = []
+    for s in samples:
+        q1, med, q3 = np.percentile(np.asarray(s), [25, 50, 75])
+        out.append(Timing(float(med), float(q1), float(q3), reps, 0.0, tuple(float(x) for x in s)))
     return out
 
 

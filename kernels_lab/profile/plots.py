@@ -288,6 +288,13 @@ def demo_times(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: st
     return save(fig, path)
 
 
+def figure_key(record: dict[str, Any]) -> str | None:
+    """What a record's figures are declared under in a topic's FIGURES: its kind; a study's records (one kind
+    for every topic) under "study:WORKLOAD"."""
+    kind = record.get("kind")
+    return f"{kind}:{record['workload']}" if kind == "study" else kind
+
+
 def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
     """Every figure a results file supports: the harness's own (below) and those of the topics whose record
     kinds it holds (each topic's figures.py declares FIGURES)."""
@@ -308,7 +315,7 @@ def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
     if any(r.get("kind") == "demo_time" for r in records):
         made.append(demo_times(records, meta, out_dir / f"{stem}_seconds.png"))
     from .. import topics
-    kinds = {r.get("kind") for r in records}
+    kinds = {figure_key(r) for r in records}
     for draw in dict.fromkeys(draw for kind, draw in topics.figures().items() if kind in kinds):
         made += draw(doc, out_dir, stem)
     return made

@@ -10,7 +10,11 @@ bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder reco
 "kind": "launch", persistent-consumer records "kind": "consumer", its round-trip breakdown
 "kind": "consumer_poll" (and the host's payload copies "kind": "host_copy"), PDL records
 "kind": "pdl" (and "pdl_window": one PDL group under each CUDA_DEVICE_MAX_CONNECTIONS), kernel
-timelines "kind": "timeline", a demo's wall time from the command line "kind": "demo_time" (REQUIRED_BY_KIND). One exception to the rule:
+timelines "kind": "timeline", a demo's wall time from the command line "kind": "demo_time", and a topic's
+study (profile/study.py, `kernels-lab bench NAME`) "kind": "study" (REQUIRED_BY_KIND). A study record
+names its three rates apart: GBs_model (the line's planned bytes), GBs_useful (the bytes the problem must
+move) and GBs_weight (the weights' bytes); the older kinds' "GBs" is one of these, each file its own
+(the meta's gbs_counts says which where it is not the plan's). One exception to the rule:
 consumer_poll's "poll" became "protocol" on 2026-12-03, when poll kinds became queue protocols
 (the one file with the old name was re-measured).
 """
@@ -39,6 +43,9 @@ REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry 
     "timeline": ("kind", "workload", "variant", "n", "source", "spans"),
     "pdl_window": ("kind", "variant", "G", "size_class", "max_connections", "members_at_once", "e2e_us", "timeline"),
     "demo_time": ("kind", "demo", "wall_s", "rc"),
+    "study": ("kind", "workload", "group", "line", "variant", "registered", "pattern", "n", "size", "launches",
+              "bytes_model", "bytes_useful", "bytes_weight", "checked", "time_ms", "time_ms_steady", "GBs_model",
+              "GBs_useful", "GBs_weight"),
 }
 _PACKAGES = ("kernels-lab", "numba", "numba-cuda", "numpy", "llvmlite", "cuda-core", "cuda-bindings", "matplotlib")
 

@@ -1,0 +1,31 @@
+"""Layernorm's study (`kernels-lab bench layernorm`): every variant at four shapes against torch's
+F.layer_norm, eager and torch.compile'd, beside the copy ceiling; lesson 08 and figures/layernorm_h200_shapes.png
+quote it. Useful bytes: one read and one write of x (8 per element, for every line and anchor: gamma and beta
+are 2 x cols floats, noise at these shapes)."""
+
+from __future__ import annotations
+
+from ...profile.anchors import torch_anchor
+from ...profile.study import Group, Study
+from .workload import EPS, WORKLOAD as W
+
+SHAPES = tuple(W.size(rows=r, cols=c) for r, c in ((65536, 1024), (16384, 4096), (8192, 8192), (16384, 1000)))
+CHECK_ROWS = 67  # odd: a row-per-warp layout's last block is partly idle
+
+
+def _layer_norm(torch, t, size):
+    return torch.nn.functional.layer_norm(t["x"], (size.cols,), t["gamma"], t["beta"], EPS)
+
+
+STUDY = Study(
+    W,
+    groups=(Group("shapes", SHAPES),),
+    useful_bytes=lambda size: 8 * size.elements,
+    check_size=lambda size: size.replace(rows=CHECK_ROWS),
+    check_sizes=(W.size(rows=5, cols=67), W.size(rows=3, cols=516)),
+    anchors=(torch_anchor("torch.layer_norm", "torch.nn.functional.layer_norm, eager", _layer_norm),
+             torch_anchor("torch.compile", "F.layer_norm through torch.compile", _layer_norm, compiled=True)),
+    rows_axis="rows",
+    reps=20,
+    about="unfused, fused and persistent at four shapes against torch",
+)

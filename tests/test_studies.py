@@ -1,0 +1,133 @@
+"""Every topic's study at its check sizes on the simulator (what `kernels-lab bench NAME` runs there), and the
+harness's timed path with its two clocks replaced by a fixed timing (the simulator has none): the checks,
+the re-check after timing, the anchors and the record schema are the GPU's own."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from kernels_lab.core import Variant
+from kernels_lab.instrument.timing import Timing
+from kernels_lab.profile import results, study as st
+from kernels_lab.profile.ceiling import Ceiling
+from kernels_lab.profile.study import Anchor, Group, StudyError, run_study, studies, version
+
+STUDIES = studies()
+
+
+@pytest.mark.parametrize("name", list(STUDIES))
+def test_every_line_checked_at_the_check_sizes(name, tmp_path):
+    s = STUDIES[name]
+    run = run_study(s, tmp_path / f"{name}.json", command="test", say=lambda _: None)
+    doc = results.load(run.path)  # the schema holds
+    ran = {r["line"] for r in doc["records"]}
+    assert ran == {line.name for line in s.lines()}, f"lines no check size runs: {set(s.line_names()) - ran}"
+    wrong = [(r["line"], r["size"], r["problem"]) for r in doc["records"] if r["checked"] is not True]
+    assert not wrong
+    assert all(r["time_ms"] is None and r["GBs_useful"] is None for r in doc["records"])
+    assert "GPU" in doc["meta"]["skipped"]["timing"] and doc["meta"]["ceiling_GBs"] is None
+    assert doc["meta"]["study"] == name and set(doc["meta"]["gbs"]) == {"GBs_model", "GBs_useful", "GBs_weight"}
+
+
+# -- the timed path, clocks replaced -------------------------------------------------------------------
+
+LN = STUDIES["layernorm"]
+
+
+@pytest.fixture
+def clocks(monkeypatch):
+    """A fixed timing for every launcher: 2 ms one-pass, 1 ms steady."""
+    def fixed(ms):
+        return lambda launchers, **kw: [Timing(ms, ms, ms, 1, 5.0) for _ in launchers]
+    monkeypatch.setattr(st, "why_untimed", lambda: None)
+    monkeypatch.setattr(st, "time_launchers", fixed(2.0))
+    monkeypatch.setattr(st, "time_steady", fixed(1.0))
+    monkeypatch.setattr(st, "measure_copy_ceiling", lambda: Ceiling(4000.0, "copy kernel", {"copy kernel": 4000.0}))
+
+
+def _numpy_anchor(corrupt: bool = False) -> Anchor:
+    """An anchor computing the float64 reference on the host (and, corrupt, one wrong element)."""
+    def make(dev_in, size):
+        held = {}
+
+        def launch():
+            host = {k: (v.copy_to_host() if hasattr(v, "copy_to_host") else v) for k, v in dev_in.items()}
+            out = LN.workload.reference(host)["out"].astype(np.float32)
+            if corrupt:
+                out[-1, -1] += 1.0
+            held["out"] = out
+        return launch, lambda: dict(held)
+    return Anchor("numpy", "the float64 reference, rounded", make, launches=0)
+
+
+def _wrong_when_large(base: Variant) -> Variant:
+    """fused, writing one wrong element past 3 rows: right at the check size, wrong at the timed one."""
+    def bind(inputs, outputs, stream=0):
+        launch = base.bind(inputs, outputs, stream)
+
+        def run():
+            launch()
+            if outputs["out"].shape[0] > 3:
+                outputs["out"][0:1, 0:1] = np.full((1, 1), 7.0, np.float32)
+        return run
+    return dataclasses.replace(base, name="drifts", bind=bind)
+
+
+def test_timed_path_records(clocks, tmp_path):
+    size = LN.workload.size(rows=9, cols=67)
+    s = dataclasses.replace(LN, groups=(Group("shapes", (size,)),), check_size=lambda z: z.replace(rows=3),
+                            anchors=(_numpy_anchor(),), weight_bytes=lambda z: 8 * z.cols)
+    run = run_study(s, tmp_path / "ln.json", command="test", say=lambda _: None)
+    by = {r["line"]: r for r in results.load(run.path)["records"]}
+    assert set(by) == {"unfused", "fused", "persistent", "numpy"} and not run.problems
+    fused, anchor = by["fused"], by["numpy"]
+    assert fused["checked"] is True and anchor["checked"] is True and anchor["pattern"] == "anchor"
+    assert fused["launches"] == 1 and by["unfused"]["launches"] == 3
+    assert fused["time_ms"] == 2.0 and fused["time_ms_steady"] == 1.0
+    assert fused["GBs_useful"] == pytest.approx(8 * size.elements / 2e-3 / 1e9)
+    assert fused["GBs_model"] == pytest.approx(fused["bytes_model"] / 2e-3 / 1e9)
+    assert fused["GBs_weight"] == pytest.approx(8 * 67 / 2e-3 / 1e9)
+    assert anchor["GBs_model"] is None and fused["vs_anchor"] == 1.0
+    assert fused["of_ceiling"] == pytest.approx(fused["GBs_useful"] / 4000.0) and run.skipped == {}
+
+
+def test_wrong_after_timing_and_wrong_anchor_are_reported(clocks, tmp_path):
+    size = LN.workload.size(rows=9, cols=67)
+    s = dataclasses.replace(LN, groups=(Group("shapes", (size,)),), rows_axis=None, check_size=lambda z: z.replace(rows=3),
+                            versions=(version("v2", _wrong_when_large(LN.workload.variant("fused")), "drifts"),),
+                            anchors=(_numpy_anchor(corrupt=True),))
+    run = run_study(s, tmp_path / "ln.json", command="test", say=lambda _: None)
+    by = {r["line"]: r for r in run.records}
+    assert by["fused"]["checked"] is True
+    assert by["v2"]["checked"] is False and "after timing" in by["v2"]["problem"] and "out[0, 0]" in by["v2"]["problem"]
+    assert by["numpy"]["checked"] is False and "out[8, 66]" in by["numpy"]["problem"]
+    assert [r["line"] for r in run.wrong] == ["v2"]
+
+
+def test_a_wrong_line_is_not_timed(clocks, tmp_path):
+    base = LN.workload.variant("fused")
+
+    def bind(inputs, outputs, stream=0):
+        return lambda: None  # writes nothing: the poison stays
+    s = dataclasses.replace(LN, groups=(Group("shapes", (LN.workload.size(rows=4, cols=67),)),), anchors=(), check_size=None,
+                            versions=(version("v9", dataclasses.replace(base, name="lazy", bind=bind), "no-op"),))
+    run = run_study(s, tmp_path / "ln.json", command="test", say=lambda _: None)
+    lazy = next(r for r in run.records if r["line"] == "v9")
+    assert lazy["checked"] is False and lazy["time_ms"] is None and "unwritten" in lazy["problem"]
+    assert any("v9" in p and "not timed" in p for p in run.problems)
+
+
+def test_harder_inputs_are_checked_too(tmp_path):
+    s = dataclasses.replace(LN, check_sizes=(LN.workload.size(rows=2, cols=67),),
+                            harder={"x poisoned with nan": lambda i: {**i, "x": np.full_like(i["x"], np.nan)}})
+    run = run_study(s, tmp_path / "ln.json", command="test", say=lambda _: None)
+    assert all(r["checked"] is False and r["problem"].startswith("x poisoned with nan") for r in run.records)
+
+
+def test_a_group_naming_an_unknown_line_is_refused(tmp_path):
+    s = dataclasses.replace(LN, groups=(Group("shapes", LN.groups[0].sizes, lines=("fused", "fussed")),))
+    with pytest.raises(StudyError, match="fussed"):
+        run_study(s, tmp_path / "x.json", command="test")
