@@ -73,7 +73,13 @@ def test_wrong_indexing_that_symmetric_inputs_would_hide():
 
 
 def test_an_extra_launch_loses_the_launch_budget_only():
-    g = _grade("two_launches_mini", "two_launches_three_kernels")
+    from kernels_lab import Exercise
+    two = MINI["two_launches_mini"]  # an instructor's view that caps the launches instead of asking for two
+    at_most_two = Exercise(name="at_most_two", workload="elementwise", variant="unfused", lesson="02",
+                           title="at most two launches", kind="host", entry="run_two", signature=two.signature,
+                           cases=two.cases, max_launches=2,
+                           points={"correct (public)": 3, "correct (hidden)": 3, "launch budget": 2})
+    g = grade(at_most_two, submission("two_launches_three_kernels"), "three", compile_gate=False, timeout_s=120)
     assert _test(g, "correct (public)").status == "passed" and _test(g, "correct (hidden)").status == "passed"
     assert _test(g, "launch budget").score == 0 and "3 kernel launch(es) where the exercise allows 2" in g.summary
 
@@ -258,6 +264,8 @@ SAME_VERDICT = [("fuse_mini", n) for n in ("fuse_correct", "fuse_no_bounds_guard
     ("persistent_chain", "persistent_no_stride"),
     ("block_sums_mini", "block_sums_correct"), ("block_sums_mini", "block_sums_no_barrier"),
     ("two_launches_mini", "two_launches_correct"), ("two_launches_mini", "two_launches_three_kernels"),
+    ("two_launches_mini", "two_launches_fused"), ("two_launches_mini", "two_launches_no_intermediate"),
+    ("two_launches_mini", "two_launches_grid_stride"),
     ("fused_softmax", "softmax_correct"), ("fused_softmax", "softmax_two_pass_global"),
     ("fused_softmax", "softmax_no_max_subtraction"), ("fused_softmax", "softmax_skips_last_cols"),
     ("rnn_step", "rnn_correct"), ("rnn_step", "rnn_transposed"), ("rnn_step", "rnn_holes_last_unit")]

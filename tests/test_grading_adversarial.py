@@ -94,8 +94,9 @@ def test_a_forged_report_is_rejected_and_never_unpickled():
 ])
 def test_work_not_done_by_the_students_kernel_gets_no_credit(exercise, name, why):
     g = _grade(exercise, name)
-    for check in ("correct (public)", "correct (hidden)", "launch budget", "traffic budget"):
-        assert _test(g, check).score == 0, report.text(g)
+    for check in ("correct (public)", "correct (hidden)", "launch budget", "traffic budget", "launches as asked",
+                  "one intermediate in global memory"):
+        assert all(t.score == 0 for t in g.tests if t.name == check), report.text(g)
     assert why in _test(g, "correct (public)").output and "no credit" in g.summary
     assert g.summary.count("the answer must be computed by your own kernel") == 1
     _no_hint(g)
@@ -284,8 +285,8 @@ def test_a_driver_failure_during_the_gate_is_never_a_lost_point(monkeypatch):
 
 def test_the_gate_classifies_driver_errors_as_the_environments():
     from numba.cuda.cudadrv.error import CudaSupportError
-    assert compile_gate._environmental(CudaSupportError("Error at driver init: CUDA driver library cannot be found"))
-    assert not compile_gate._environmental(TypeError("cannot determine Numba type of <class 'dict'>"))
+    assert compile_gate.is_environmental(CudaSupportError("Error at driver init: CUDA driver library cannot be found"))
+    assert not compile_gate.is_environmental(TypeError("cannot determine Numba type of <class 'dict'>"))
 
 
 def test_a_plain_device_function_compiles_without_a_driver():

@@ -1,4 +1,4 @@
-"""Student-style submissions for fused_softmax, rnn_step and group_switches, written against the documented
+"""Student-style submissions for two_launches, fused_softmax, rnn_step and group_switches, written against the documented
 interface: correct ones in other styles than the lessons' (a warp per row with shuffles, a block-stride loop
 with shared-memory atomics, a block per sequence, a warp per unit, a grouped kernel reduced by shuffles) get
 full marks on the simulator, and wrong ones (a max started at 0, a warp's reduction taken for the block's,
@@ -21,15 +21,29 @@ from kernels_lab.grading.grade import grade
 from kernels_lab.runtime import ON_SIMULATOR, cuda
 from sources import submission
 
-FALSE_HINTS = ("missing barrier", "symmetric inputs", "grid too small", "missing bounds guard")
+# (lesson 01's advice is a false hint where the exercise asks for separate launches)
+FALSE_HINTS = ("missing barrier", "symmetric inputs", "grid too small", "missing bounds guard",
+               "fuse the stages into one kernel", "keep it in a register")
 SLOW = pytest.mark.skipif(os.environ.get("KERNELS_LAB_SLOW_TESTS") != "1",
                           reason="a slow simulator grade: KERNELS_LAB_SLOW_TESTS=1 runs it")
 PUB, HID, LAUNCH, TRAFFIC = "correct (public)", "correct (hidden)", "launch budget", "traffic budget"
 RULES, OVERLAP, RUN = pdl_rules.RULES, pdl_rules.OVERLAP, pdl_rules.RUN
+STAGES, BETWEEN = "launches as asked", "one intermediate in global memory"
 
 # (exercise, submission, the score of each check, a phrase the feedback must hold)
-SOFTMAX, RNN, PDL = "fused_softmax", "rnn_step", "group_switches"
+SOFTMAX, RNN, PDL, TWO = "fused_softmax", "rnn_step", "group_switches", "two_launches"
 VERDICTS = [
+    # two_launches asks for two kernels and one intermediate: other right styles get full marks; one fused launch,
+    # three launches and an in-place second stage lose exactly the structure's points (and the 28 B per element
+    # of three launches its traffic point)
+    (TWO, "two_launches_grid_stride", {PUB: 3, HID: 3, STAGES: 2, BETWEEN: 1, TRAFFIC: 1}, None),
+    (TWO, "two_launches_blocks_of_96", {PUB: 3, HID: 3, STAGES: 2, BETWEEN: 1, TRAFFIC: 1}, None),
+    (TWO, "two_launches_fused", {PUB: 3, HID: 3, STAGES: 0, BETWEEN: 0, TRAFFIC: 1},
+     "1 launch(es) where the exercise asks for exactly 2"),
+    (TWO, "two_launches_three_kernels", {PUB: 3, HID: 3, STAGES: 0, BETWEEN: 0, TRAFFIC: 0},
+     "2 arrays of yours went through global memory between launches"),
+    (TWO, "two_launches_no_intermediate", {PUB: 3, HID: 3, STAGES: 2, BETWEEN: 0, TRAFFIC: 1},
+     "no array of yours was written by one launch and read by a later one"),
     (SOFTMAX, "softmax_warp_per_row", {PUB: 3, HID: 3, LAUNCH: 1, TRAFFIC: 1}, None),
     (SOFTMAX, "softmax_block_stride_atomics", {PUB: 3, HID: 3, LAUNCH: 1, TRAFFIC: 1}, None),
     # row 1 sits near -120 at every size of 2 rows: (2, 67) public and (3, 129) hidden, in both configurations
@@ -47,7 +61,7 @@ VERDICTS = [
     (PDL, "pdl_grouped_shfl_down_every_lane", {RULES: 4, OVERLAP: 2, RUN: 0}, "tensor 0: q["),
 ]
 
-CORRECT = {"softmax_warp_per_row", "softmax_block_stride_atomics", "rnn_block_per_sequence", "rnn_warp_per_unit",
+CORRECT = {"two_launches_grid_stride", "two_launches_blocks_of_96", "softmax_warp_per_row", "softmax_block_stride_atomics", "rnn_block_per_sequence", "rnn_warp_per_unit",
            "pdl_grouped_shuffles"}
 
 

@@ -172,6 +172,40 @@ class _Provenance:
         return out
 
 
+def _root(ary: Any) -> Any:
+    """The buffer a NumPy view looks into (the simulator's device arrays are NumPy arrays inside)."""
+    while getattr(ary, "base", None) is not None and hasattr(ary.base, "__array_interface__"):
+        ary = ary.base
+    return ary
+
+
+class _ArrayRoles:
+    """Which arrays each launch read and wrote (simulator: every global access is seen), by role: the
+    exercise's own names for its inputs and outputs, "temporary 1", "temporary 2", ... for arrays the
+    submission allocated (in the order first touched). The evidence of an intermediate that one launch
+    writes and a later one reads (judge's "one intermediate in global memory")."""
+
+    def __init__(self, named: dict[str, Any], launches: list):
+        self.names = {id(_root(a._ary)): k for k, a in named.items() if hasattr(a, "_ary")}
+        self.launches = launches   # run_case's list of launches so far: the current one is the last
+        self.seen: dict[int, tuple[set[str], set[str]]] = {}
+        self.temporaries = 0
+
+    def saw(self, ary, _index, write: bool) -> None:
+        key = id(_root(ary))
+        name = self.names.get(key)
+        if name is None:
+            self.temporaries += 1
+            name = self.names[key] = f"temporary {self.temporaries}"
+        read, written = self.seen.setdefault(len(self.launches) - 1, (set(), set()))
+        (written if write else read).add(name)
+
+    def by_launch(self) -> list[dict[str, list[str]]]:
+        empty = (set(), set())
+        return [{"read": sorted(self.seen.get(k, empty)[0]), "written": sorted(self.seen.get(k, empty)[1])}
+                for k in range(len(self.launches))]
+
+
 def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], bool] | None = None,
              keep: list | None = None, entry_name: str | None = None) -> dict:
     """Run the student's code once on a case's inputs: outputs, launches, who wrote what, traced bytes.
@@ -185,7 +219,7 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
     own = own or defined_outside_kernels_lab
     result = {"id": case["id"], "outputs": None, "error": None, "launches": None, "bytes": None,
               "last_writer": None, "own_launches": 0, "entry_launches": 0, "foreign": [], "provenance": None,
-              "allocations": None, "entry_problem": None}
+              "allocations": None, "entry_problem": None, "arrays": None}
     name = entry_name or getattr(getattr(entry, "py_func", entry), "__name__", None) or "the entry"
     problem = entry_problem(entry, kind, name, own)
     if problem:
@@ -213,11 +247,13 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
             py_func = next((f for r, f in reversed(launches) if r is rec), None)
             prov.end(py_func is not None and own(py_func), rec.kernel)
 
-        tracer = nullcontext()
+        tracer, watcher, roles = nullcontext(), nullcontext(), None
         if ON_SIMULATOR:
-            from kernels_lab.instrument.trace import tracing
+            from kernels_lab.instrument.trace import tracing, watching
             tracer = tracing(writers=True, perturb_seed=case.get("perturb_seed"), yield_probability=0.5)
-        with listening(begin, end), tracer as trace:
+            roles = _ArrayRoles({**dev_in, **dev_out}, launches)
+            watcher = watching(roles.saw)
+        with listening(begin, end), tracer as trace, watcher:
             if kind == "kernel":
                 grid, block = case["config"]
                 entry[grid, block](*args)
@@ -236,6 +272,7 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
         result["provenance"] = prov.summary()
         if trace is not None:
             result["bytes"] = trace.bytes_total
+            result["arrays"] = roles.by_launch()
             result["last_writer"] = dict(trace.last_writer)
     except (Exception, SystemExit) as e:  # noqa: BLE001  (a failing run is a graded outcome)
         result["error"] = _describe(e)

@@ -28,6 +28,8 @@ from .verdict import hint_text, launch_problem, same_result, traffic_problem
 RACE = "no race under perturbed schedules"
 GATE = "compiles for the course's GPUs"
 SPEED = "speed"
+STAGES = "launches as asked"
+INTERMEDIATE = "one intermediate in global memory"
 
 # what a check may need, and where it is missing
 HIDDEN = "the hidden cases"              # the grader only: a notebook runs the public cases
@@ -182,38 +184,98 @@ def _launches(ev: Evidence, points: float) -> TestResult:
                        [launch_problem(ex, c["case"].size, n)] if over else [])
 
 
-def _traffic(ev: Evidence, points: float) -> TestResult:
-    """Bytes over the budget on the runs whose output is right. On a GPU machine the bytes come from
-    the simulator's rerun (public cases, first configuration): the budget counts everywhere."""
+def _traced(ev: Evidence, check: str, points: float) -> tuple[list[tuple[dict[str, Any], Run]], str] | TestResult:
+    """The right runs whose global accesses were traced, (case, Run) each, and the words that say where they
+    were traced; or the failed result of `check` when there is none to count. On the simulator: the graded
+    runs. On a GPU machine: the simulator's rerun of the same runs (every case and configuration the
+    simulator's own grade counts, with the same inputs), right there too: the verdict is the same on both."""
     from .verdict import case_verdict
-    ex, name, sim = ev.ex, "traffic budget", ev.sim_rerun
+    sim = ev.sim_rerun
     if sim is None:
-        rows = [(c, ev.runs[c["id"]].bytes) for c in ev.right if ev.runs[c["id"]].bytes is not None]
-        where = ""
-    else:
-        if not sim.imported or sim.report is None:
-            return TestResult(name, 0, points, "failed", f"the traffic trace (on the simulator) did not run: "
-                                                         f"{sim.outcome}: {sim.detail}")
-        got = {c["id"]: Run.from_report(c) for c in sim.report["cases"] if isinstance(c, dict)}
-        cases = [c for c in sim.cases if not c["case"].hidden and c["config_index"] == 0]
-        verdicts = {c["id"]: case_verdict(ex, c, got[c["id"]]) for c in cases if c["id"] in got}
-        rows = [(c, got[c["id"]].bytes) for c in cases if c["id"] in got and got[c["id"]].bytes is not None
-                and verdicts[c["id"]].ok]
-        where = " (traced on the simulator)"
-        if not rows:  # right on the GPU but not traced right: say what the simulator's runs did
-            why = next((v.why for v in verdicts.values() if not v.ok), None) or \
-                (f"{sim.outcome}: {sim.detail}" if sim.outcome != "ok" else
-                 f"{len(got)} of {len(cases)} run(s) reported, none with traced bytes")
-            return TestResult(name, 0, points, "failed", f"the traffic trace (on the simulator) has no right run to "
-                                                         f"count: {why}")
+        return [(c, ev.runs[c["id"]]) for c in ev.right if ev.runs[c["id"]].bytes is not None], ""
+    if not sim.imported or sim.report is None:
+        return TestResult(check, 0, points, "failed", f"the trace (on the simulator) did not run: "
+                                                      f"{sim.outcome}: {sim.detail}")
+    got = {c["id"]: Run.from_report(c) for c in sim.report["cases"] if isinstance(c, dict)}
+    cases = [c for c in sim.cases if c["role"] == "plain"]
+    verdicts = {c["id"]: case_verdict(ev.ex, c, got[c["id"]]) for c in cases if c["id"] in got}
+    rows = [(c, got[c["id"]]) for c in cases if c["id"] in got and got[c["id"]].bytes is not None
+            and verdicts[c["id"]].ok]
+    if not rows:  # right on the GPU but not traced right: say what the simulator's runs did
+        why = next((v.why for v in verdicts.values() if not v.ok), None) or \
+            (f"{sim.outcome}: {sim.detail}" if sim.outcome != "ok" else
+             f"{len(got)} of {len(cases)} run(s) reported, none with traced bytes")
+        return TestResult(check, 0, points, "failed", f"the trace (on the simulator) has no right run to "
+                                                      f"count: {why}")
+    return rows, " (traced on the simulator)"
+
+
+def _staged(ex: Exercise) -> bool:
+    """Does the exercise ask for its stages as separate launches (its hints then say so, not 'fuse')?"""
+    return STAGES in ex.points
+
+
+def _traffic(ev: Evidence, points: float) -> TestResult:
+    """Bytes over the budget on the runs whose output is right (traced: see _traced)."""
+    ex, name = ev.ex, "traffic budget"
+    traced = _traced(ev, name, points)
+    if isinstance(traced, TestResult):
+        return traced
+    rows, where = [(c, r.bytes) for c, r in traced[0]], traced[1]
     over = [(c, b) for c, b in rows if traffic_problem(ex, c["case"].size, b)]
     if over:
         c, b = over[0]
-        ev.hints.add(("traffic", {"got": b, "budget": ex.byte_budget(c["case"].size), "size": c["case"].size}))
+        ev.hints.add(("traffic_staged" if _staged(ex) else "traffic",
+                      {"got": b, "budget": ex.byte_budget(c["case"].size), "size": c["case"].size}))
     lines = [traffic_problem(ex, over[0][0]["case"].size, over[0][1]) + where] if over else []
     if not over and rows:
         lines = [f"within the byte budget in {len(rows)} run(s){where}"]
     return score_share(name, points, len(rows) - len(over), len(rows), lines)
+
+
+def _stages(ev: Evidence, points: float) -> TestResult:
+    """Exactly the plan's launches (an exercise about the launches themselves: fewer is not better)."""
+    ex = ev.ex
+    counted = [(c, len(ev.runs[c["id"]].launches)) for c in ev.right if ev.runs[c["id"]].launches is not None]
+    off = [(c, n) for c, n in counted if n != ex.launch_budget(c["case"].size)]
+    lines = []
+    if off:
+        c, n = off[0]
+        asked = ex.launch_budget(c["case"].size)
+        ev.hints.add(("stages_fewer" if n < asked else "stages_more", {"got": n, "asked": asked, "title": ex.title,
+                                                                       "where": _describe(c)}))
+        lines = [f"{n} launch(es) at {_describe(c)}; the exercise asks for exactly {asked}"
+                 + (f" (and {len(off) - 1} more run(s) off)" if len(off) > 1 else "")]
+    return score_share(STAGES, points, len(counted) - len(off), len(counted), lines)
+
+
+def _handed_on(arrays: list[dict[str, list[str]]]) -> list[str]:
+    """The arrays the submission allocated that one launch wrote and a later launch read."""
+    found = []
+    for k, launch in enumerate(arrays):
+        for name in launch["written"]:
+            if name.startswith("temporary") and name not in found and \
+                    any(name in later["read"] for later in arrays[k + 1:]):
+                found.append(name)
+    return found
+
+
+def _intermediate(ev: Evidence, points: float) -> TestResult:
+    """One array of the submission's own, written by a launch and read by a later one (traced: _traced)."""
+    traced = _traced(ev, INTERMEDIATE, points)
+    if isinstance(traced, TestResult):
+        return traced
+    rows, where = traced
+    counted = [(c, _handed_on(r.arrays)) for c, r in rows if r.arrays is not None]
+    off = [(c, h) for c, h in counted if len(h) != 1]
+    lines = [f"within the plan in {len(counted)} run(s){where}"] if counted and not off else []
+    if off:
+        c, handed = off[0]
+        found = ("no array of yours was written by one launch and read by a later one" if not handed else
+                 f"{len(handed)} arrays of yours went through global memory between launches")
+        ev.hints.add(("intermediate", {"found": found, "where": _describe(c)}))
+        lines = [f"{_describe(c)}: {found}{where}"]
+    return score_share(INTERMEDIATE, points, len(counted) - len(off), len(counted), lines)
 
 
 def _grid(ev: Evidence, points: float) -> TestResult:
@@ -323,6 +385,8 @@ CHECKS: dict[str, Check] = {c.id: c for c in (
     Check("correct (hidden)", (HIDDEN,), _correct(True), "each hidden run right, computed by your own kernel"),
     Check("launch budget", (), _launches, "no more launches than the plan, on the runs whose output is right"),
     Check("traffic budget", (BYTES,), _traffic, "no more global-memory bytes than the plan, on the right runs"),
+    Check(STAGES, (), _stages, "exactly the launches the exercise asks for, on the runs whose output is right"),
+    Check(INTERMEDIATE, (BYTES,), _intermediate, "one array of yours written by a launch and read by a later one"),
     Check("grid independent of n", (), _grid, "right when the grid has fewer threads than elements"),
     Check(RACE, (SCHEDULES,), _race, "the same result under every perturbed schedule (racecheck on a GPU)"),
     Check(GATE, (COMPILER,), _gate, "numba's real compiler accepts the kernel for the course's GPUs"),

@@ -62,7 +62,8 @@ class Run:
     grid, block) of every launch it made; bytes: global traffic traced on the simulator (None on a
     GPU); last_writer: ((array, flat index), (block, thread)) pairs; own_launches / entry_launches:
     launches of the submission's own kernels / of the entry itself; foreign: kernels it launched but
-    did not write; provenance: per output, elements last changed by the host or a foreign kernel;
+    did not write; arrays: per launch, the names of the arrays it read and wrote ("temporary 1" for one
+    the submission allocated; simulator only); provenance: per output, elements last changed by the host or a foreign kernel;
     entry_problem: why the entry cannot be graded at all. A "data" exercise's run has value (what
     the entry returned), ran (what the judge ran with it) and run_error instead."""
 
@@ -77,6 +78,7 @@ class Run:
     foreign: list[str] = field(default_factory=list)
     provenance: dict[str, dict[str, Any]] = field(default_factory=dict)
     allocations: list[tuple[int, int]] | None = None
+    arrays: list[dict[str, list[str]]] | None = None   # per launch, the arrays it read and wrote (simulator)
     entry_problem: str | None = None
     value: Any = None
     ran: Any = None

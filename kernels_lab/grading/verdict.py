@@ -18,6 +18,9 @@ index, block and thread where one is known):
              the grader, across runs; or racecheck's hazards on a GPU)
   symmetric  the symmetric probe passed and its asymmetric twin (same size, same configuration) failed
   launches / traffic   over budget on a run whose output was right
+  stages_fewer / stages_more / intermediate / traffic_staged   an exercise that asks for its stages as
+             separate launches (two_launches): not the launches it asks for, not one intermediate between
+             them, or more traffic than that intermediate (their words never say "fuse")
 """
 
 from __future__ import annotations
@@ -53,6 +56,16 @@ HINTS = {
     "launches": "{got} kernel launch(es) where the exercise allows {budget}: fuse the stages into one kernel",
     "traffic": "{got:,} bytes of global-memory traffic at {size} where the plan needs {budget:,}: an intermediate "
                "goes through global memory (or an input is read twice); keep it in a register",
+    "traffic_staged": "{got:,} bytes of global-memory traffic at {size} where the plan needs {budget:,}: only the "
+                      "one intermediate between the two kernels goes through global memory (written once, read "
+                      "once); what a kernel computes on the way (h = x + b) stays in registers",
+    "stages_fewer": "{got} launch(es) where the exercise asks for exactly {asked} ({title}): this exercise is about "
+                    "the launches themselves, so write one kernel per stage it names, even though fusing them would "
+                    "be faster",
+    "stages_more": "{got} launches where the exercise asks for exactly {asked} ({title}): put the stages it groups "
+                   "into one kernel each",
+    "intermediate": "{found}: the exercise asks for one intermediate array (g = cuda.device_array_like(out)) that the "
+                    "first kernel writes and the second reads",
     "work": "the answer must be computed by your own kernel on the GPU: no credit for {how}",
 }
 

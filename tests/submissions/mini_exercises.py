@@ -19,7 +19,8 @@ two_launches_mini = Exercise(
     name="two_launches_mini", workload="elementwise", variant="unfused", lesson="02", title="two_launches, small",
     kind="host", entry="run_two", signature="def run_two(x, b, alpha, out):", cases=CASES, max_launches=2,
     max_bytes=lambda s: 20 * s.n, budget_note="two kernels: 20 B per element",
-    points={"correct (public)": 3, "correct (hidden)": 3, "launch budget": 2, "traffic budget": 2})
+    points={"correct (public)": 3, "correct (hidden)": 3, "launches as asked": 2,
+            "one intermediate in global memory": 1, "traffic budget": 1})
 persistent_mini = Exercise(
     name="persistent_mini", workload="elementwise", variant="persistent", lesson="03", title="persistent, small",
     kind="kernel", entry="persistent_chain", signature="@cuda.jit\ndef persistent_chain(x, b, alpha, out):",

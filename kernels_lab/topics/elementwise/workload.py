@@ -299,7 +299,8 @@ WORKLOAD.add_exercise(Exercise(
     cases=_cases(), max_launches=2, max_bytes=lambda s: 20 * s.n,
     budget_note="two kernels instead of the unfused variant's three: (x, b -> g) is 12 B per element, "
                 "(g -> out) 8 B: 20 B per element",
-    points={"correct (public)": 3, "correct (hidden)": 3, "launch budget": 2, "traffic budget": 2}))
+    points={"correct (public)": 3, "correct (hidden)": 3, "launches as asked": 2,
+            "one intermediate in global memory": 1, "traffic budget": 1}))
 WORKLOAD.add_exercise(Exercise(
     name="persistent_chain", workload="elementwise", variant="persistent", lesson="03",
     title="Write the fused chain as a grid-stride (persistent) kernel", kind="kernel", entry="persistent_chain",
