@@ -11,25 +11,39 @@ import pytest
 
 from kernels_lab.core import Variant
 from kernels_lab.instrument.timing import Timing
-from kernels_lab.profile import results, study as st
+from kernels_lab.profile import plots, results, study as st
 from kernels_lab.profile.ceiling import Ceiling
 from kernels_lab.profile.study import Anchor, Group, StudyError, run_study, studies, version
 
 STUDIES = studies()
 
 
-@pytest.mark.parametrize("name", list(STUDIES))
-def test_every_line_checked_at_the_check_sizes(name, tmp_path):
-    s = STUDIES[name]
-    run = run_study(s, tmp_path / f"{name}.json", command="test", say=lambda _: None)
-    doc = results.load(run.path)  # the schema holds
+@pytest.fixture(scope="module", params=list(STUDIES))
+def checked(request, tmp_path_factory):
+    """(study, its results file) after a run at its check sizes: what CI and `bench` on the simulator do."""
+    s = STUDIES[request.param]
+    run = run_study(s, tmp_path_factory.mktemp(s.name) / f"{s.name}.json", command="test", say=lambda _: None)
+    return s, results.load(run.path)
+
+
+def test_every_line_checked_at_the_check_sizes(checked):
+    s, doc = checked
     ran = {r["line"] for r in doc["records"]}
     assert ran == {line.name for line in s.lines()}, f"lines no check size runs: {set(s.line_names()) - ran}"
     wrong = [(r["line"], r["size"], r["problem"]) for r in doc["records"] if r["checked"] is not True]
     assert not wrong
     assert all(r["time_ms"] is None and r["GBs_useful"] is None for r in doc["records"])
     assert "GPU" in doc["meta"]["skipped"]["timing"] and doc["meta"]["ceiling_GBs"] is None
-    assert doc["meta"]["study"] == name and set(doc["meta"]["gbs"]) == {"GBs_model", "GBs_useful", "GBs_weight"}
+    assert doc["meta"]["study"] == s.name and set(doc["meta"]["gbs"]) == {"GBs_model", "GBs_useful", "GBs_weight"}
+
+
+def test_the_topic_draws_its_study(checked, tmp_path):
+    """The topic's figures.py draws a study's records (here the check run's, given times)."""
+    s, doc = checked
+    timed = [{**r, "time_ms": 1.0, "time_ms_steady": 0.5, "GBs_useful": r["bytes_useful"] / 1e6,
+              "GBs_model": r["bytes_model"] / 1e6, "group": s.groups[0].name} for r in doc["records"]]
+    made = plots.render({**doc, "records": timed}, tmp_path, s.name)
+    assert made and all(p.stat().st_size > 10_000 for p in made)
 
 
 # -- the timed path, clocks replaced -------------------------------------------------------------------

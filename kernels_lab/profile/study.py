@@ -475,6 +475,19 @@ def attach_ncu(study: Study, records: list[dict[str, Any]]) -> str | None:
     return None
 
 
+# -- the figures' view --------------------------------------------------------------------------------
+
+def as_before(doc: dict[str, Any], gbs: str = "GBs_useful") -> dict[str, Any]:
+    """A study's results in the shape the figures drew before studies (the topics' committed files keep their
+    old kinds until a GPU run replaces them): its timed records, "variant" the line's name, "version" too,
+    "GBs" the rate `gbs` names, "correct" its check; a file of older records unchanged."""
+    if not any(r.get("kind") == SCHEMA_KIND for r in doc["records"]):
+        return doc
+    records = [{**r, "variant": r["line"], "version": r["line"], "GBs": r[gbs], "correct": r["checked"] is not False}
+               for r in doc["records"] if r.get("kind") == SCHEMA_KIND and r["time_ms"] is not None]
+    return {**doc, "records": records}
+
+
 # -- what `kernels-lab bench` lists ----------------------------------------------------------------
 
 def studies() -> dict[str, Study]:

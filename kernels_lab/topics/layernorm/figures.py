@@ -1,5 +1,5 @@
-"""What layernorm's results draw (bench.py's records, kind "layernorm"); benchmarks/render_figures.py
-finds them in FIGURES.
+"""What layernorm's results draw (its study's records, kind "study", and the committed file's older kind
+"layernorm"); benchmarks/render_figures.py finds them in FIGURES.
 
   STEM_shapes.png  GB/s of every variant and of torch's layer_norm (eager and torch.compile) at each
                    shape, with the copy ceiling measured in the same run
@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from ...profile.plots import plt, save, source_note, style
+from ...profile.study import as_before
 
 COLORS = {"unfused": "#d62728", "fused": "#1f77b4", "persistent": "#2ca02c", "torch.layer_norm": "#333333",
           "torch.compile": "#999999"}
 
 
 def shapes_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
+    doc = as_before(doc)
     records, meta = doc["records"], doc["meta"]
     shapes: dict[tuple[int, int], dict[str, dict]] = {}
     for r in records:
@@ -40,4 +42,4 @@ def shapes_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
     return [save(fig, Path(out) / f"{stem}_shapes.png")]
 
 
-FIGURES = {"layernorm": shapes_figure}
+FIGURES = {"layernorm": shapes_figure, "study:layernorm": shapes_figure}
