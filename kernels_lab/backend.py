@@ -12,6 +12,7 @@ this is:
     BACKEND.size(gpu=, simulator=)     a size: where the simulator must run smaller, never another code path
     BACKEND.sizes                      the generic ones (grids, the largest problem)
     BACKEND.can_launch / can_time / can_trace / has_graphs / pdl() / ...   capabilities
+    BACKEND.weak_memory(seed)          ordering bugs made visible (the simulator's, sim_weak.py; models_weak_memory)
     BACKEND.host_view(mapped), BACKEND.facts(), BACKEND.describe(), BACKEND.free_memory()
 
 The simulator runs every kernel the GPU runs: where it cannot model something (timing, graphs, PDL's
@@ -113,6 +114,7 @@ class Backend:
     blocks_run_together = True   # a launch's blocks are resident at once, up to resident_limit
     synchronous_launches = False  # a launch returns only after the kernel has ended
     atomic_add_reads = 1         # reads one atomic add shows in the byte trace
+    models_weak_memory = False   # weak_memory() makes ordering bugs give wrong answers here (sim_weak.py)
     sizes: Sizes
     _dropped_options: tuple[str, ...] = ()
 
@@ -192,6 +194,12 @@ class Backend:
     def coresident(self, kernel) -> Any:
         """Mark a kernel whose blocks wait for each other (its launcher keeps the grid resident); returns it."""
         return kernel
+
+    def weak_memory(self, seed: int = 0) -> Any:
+        """with BACKEND.weak_memory(seed) as mode: global memory as weak as a GPU's may be, so that a missing
+        fence or acquire gives wrong answers, the same ones for a seed (kernels_lab/sim_weak.py)."""
+        raise BackendError(f"{self.where} has no weak-memory mode: the simulator models one "
+                           f"(a GPU's memory is weak already, but shows it only sometimes)")
 
     # -- the machine -------------------------------------------------------------------------------
     def facts(self) -> DeviceFacts:
@@ -277,6 +285,7 @@ class SimulatorBackend(Backend):
     blocks_run_together = False
     synchronous_launches = True
     atomic_add_reads = 2  # its atomic add reads the word twice (the old value, then for +=): the trace sees both
+    models_weak_memory = True
     # Set by time, not memory: `profile elementwise` (4 variants, traced) took 20 s at 2^15 elements on two
     # cores and 160 s at 2^18 (2026-12-04); past this the CLI refuses, saying so.
     sizes = Sizes(persistent_blocks=2, max_elements=1 << 15)
@@ -300,6 +309,10 @@ class SimulatorBackend(Backend):
         from .sim_coresident import mark
         mark(kernel)
         return kernel
+
+    def weak_memory(self, seed: int = 0) -> Any:
+        from .sim_weak import weak_memory
+        return weak_memory(seed)
 
     def host_view(self, mapped) -> np.ndarray:
         return mapped._ary  # the simulator's FakeCUDAArray holds the shared buffer here

@@ -12,7 +12,8 @@ side by side). Every other kernel runs as before.
 The kernel code is the same on both back-ends; only the simulator's block scheduler changes.
 Fences stay no-ops (the simulator's memory is one coherent NumPy buffer), so what this checks
 is the protocol's logic (who waits for what, which slot holds which row), not its memory
-ordering: that is the GPU's job (tests/test_softmax.py runs it there at real widths).
+ordering: that is the GPU's job (tests/test_softmax.py runs it there at real widths), or the
+weak-memory mode's (sim_weak.py: it tells side-by-side blocks apart by blockIdx).
 
 numba-cuda 0.30 internals touched here and nowhere else: kernel.BlockManager (its run() is
 called once per block inside FakeCUDAKernel.__call__); the shared arrays go through runtime.py's

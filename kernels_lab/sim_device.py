@@ -384,11 +384,32 @@ def launch_dependents() -> None:
     SIM_CALLS["trigger"] += 1
 
 
-def _plain_load(a, i):
-    return a[i]  # one coherent memory: every ordering of a scalar load is the same here
+class _Order(threading.local):
+    """How the global accesses the calling thread makes now are ordered: "plain" (an ordinary load or store),
+    "acquire", "relaxed" (a strong read), "release" (a release read-modify-write) or "atomic" (numba's relaxed
+    atomics). The simulator's memory is coherent and ignores it; its weak-memory mode (sim_weak.py) reads it."""
+    kind = "plain"
 
 
-load_acquire_sys = poll_relaxed_sys = _plain_load
+ORDER = _Order()
+
+
+def _ordered(kind: str, access):
+    def ordered(*args):
+        ORDER.kind = kind
+        try:
+            return access(*args)
+        finally:
+            ORDER.kind = "plain"
+    return ordered
+
+
+def _element(a, i):
+    return a[i]
+
+
+load_acquire_sys = _ordered("acquire", _element)
+poll_relaxed_sys = _ordered("relaxed", _element)
 
 
 def load4(a, v):
@@ -404,8 +425,7 @@ def store4(a, v, x, y, z, w) -> None:
     a[i + 3] = w
 
 
-def load4_relaxed_sys(a, v):
-    return load4(a, v)
+load4_relaxed_sys = _ordered("relaxed", load4)
 
 
 def float_bits(x):
@@ -417,23 +437,33 @@ def _split(word):
     return halves[:1].view(np.float32)[0], halves[1]
 
 
-def load_marked2_sys(a, v):
+def _load_marked2(a, v):
     d0, m0 = _split(a[2 * v])
     d1, m1 = _split(a[2 * v + 1])
     return d0, m0, d1, m1
+
+
+load_marked2_sys = _ordered("relaxed", _load_marked2)
 
 
 def nanosleep(ns) -> None:
     _time.sleep(min(int(ns), 1_000_000) * 1e-9)  # a GPU sleeps at most about 1 ms; 0 hands the GIL over
 
 
-load_acquire_gpu = _plain_load
-_RED = threading.Lock()
+load_acquire_gpu = _ordered("acquire", _element)
+RMW_LOCK = threading.Lock()  # sim_weak takes it around numba's atomics too: one lock for every read-modify-write
+
+
+def _add(a, i, v) -> None:
+    a[i] += v
+
+
+_add_release = _ordered("release", _add)
 
 
 def add_release_gpu(a, i, v) -> None:
-    with _RED:  # one instruction on a GPU: atomic; blocks run side by side here too (sim_coresident)
-        a[i] += v
+    with RMW_LOCK:  # one instruction on a GPU: atomic; blocks run side by side here too (sim_coresident)
+        _add_release(a, i, v)
 
 
 def prefetch_l2(a, i) -> None:
