@@ -496,3 +496,79 @@ def test_the_notebook_says_each_hint_once_whatever_the_launch_configurations():
     with pytest.raises(AssertionError) as e:  # fuse_chain: 4 sizes x 3 launch configurations
         lessons.check("fuse_chain", namespace["fused_chain"])
     assert str(e.value).count("missing bounds guard") == 1 and "correct (public): 0/3" in str(e.value)
+
+
+# -- the speed point cannot be bought (issue 33 item 3) ----------------------------------------------------------
+# On the simulator speed is not counted: what shows here is that both cheats are right (so only the timing could
+# catch them), that the mechanism the clean timing process uses catches the early return, and that nothing the
+# submission's own process reports is read as a time. benchmarks/grade_adversarial.sh grades both on a GPU, where
+# they must lose the speed point (the early return: wrong in a timed run; the wrapped clock: slower).
+
+@pytest.mark.parametrize("name,traffic", [("speed_early_return", 0), ("speed_patch_timing", 1)])
+def test_the_speed_cheats_are_right_and_speed_is_not_counted_on_the_simulator(name, traffic):
+    g = _grade("fuse_mini", name)
+    # the early return reads the output before it writes it: 16 B per element where the plan needs 12
+    assert {t.name: t.score for t in g.tests if t.max_score} == {
+        "correct (public)": 3, "correct (hidden)": 3, "launch budget": 1, "traffic budget": traffic}, report.text(g)
+    assert _test(g, "speed").status == "skipped" and _test(g, "speed").max_score == 0
+    _no_hint(g)
+
+
+def test_outputs_that_hold_numbers_before_a_timed_run_catch_a_kernel_that_skips_them():
+    # the timing process's own helpers (timing_child), here on the simulator: the outputs hold numbers that are not
+    # the answer before each timed run, and each run's output is compared with the reference's
+    import math
+    from kernels_lab.arrays import to_device
+    from kernels_lab.grading.timing_child import FILL_BASE, fill, mismatches
+    from kernels_lab.runtime import cuda
+    from kernels_lab.topics.elementwise.workload import fused_naive_kernel
+    ex = get_exercise("fuse_chain")
+    n = 300
+    inputs = to_device(ex.spec.make_inputs(ex.spec.size(n), np.random.default_rng(3)))
+    want = cuda.device_array(n, np.float32)
+    fused_naive_kernel[(n + 127) // 128, 128](inputs["x"], inputs["b"], inputs["alpha"], want)
+
+    def differ(name):
+        ns = {"cuda": cuda, "np": np, "math": math}
+        exec(compile((ADVERSARIAL / f"{name}.py").read_text(), name, "exec"), ns)
+        got = cuda.device_array(n, np.float32)
+        fill[(n + 127) // 128, 128](got, np.float32(FILL_BASE * 2))
+        ns["fused_chain"][(n + 127) // 128, 128](inputs["x"], inputs["b"], inputs["alpha"], got)
+        count = cuda.to_device(np.zeros(1, np.int64))
+        mismatches[(n + 127) // 128, 128](got, want, 1e-4, 1e-5, count)
+        return int(count.copy_to_host()[0])
+    assert differ("speed_early_return") == n       # it kept every number it found: wrong in that timed run
+    assert differ("speed_patch_timing") == 0       # right (its clock wrapping does not reach the timing process)
+
+
+def test_the_timing_process_never_imports_the_submission_and_its_numba_internals_are_where_it_looks():
+    import inspect
+    from kernels_lab.grading import child, speed, timing_child
+    source = inspect.getsource(timing_child)
+    import re
+    assert not re.search(r"(?<![.\w])(exec|eval|compile)\(", source) and ".child import" not in source  # no source runs
+    assert '"source"' not in inspect.getsource(speed.timed)  # and none is sent to it
+    assert "measure" not in inspect.getsource(child.run_speed)  # the child compiles only: nothing is timed there
+    assert "_codelibrary" in inspect.getsource(speed.export)
+    # numba-cuda 0.30 internals the export and the timing process use: fail loudly if they move (read from the
+    # installed source: the simulator cannot import the modules that hold them)
+    import importlib.util
+    root = Path(importlib.util.find_spec("numba_cuda").submodule_search_locations[0]) / "numba" / "cuda"
+    needed = {"codegen.py": ("def get_cubin(self", "self._entry_name = entry_name"),
+              "dispatcher.py": ("lib._entry_name = cres.fndesc.llvm_func_name", "def _prepare_args(self, ty, val, "
+                                "stream, retr, kernelargs)", "launch(stream, config, kernel, *kernelargs)"),
+              "cudadrv/driver.py": ("def create_module_image(", "def _to_core_stream(", "def elapsed_time(",
+                                    'result = self.linker.link("cubin")', "self.object_code.get_kernel(name)")}
+    for name, phrases in needed.items():
+        text = (root / name).read_text()
+        assert all(p in text for p in phrases), (name, [p for p in phrases if p not in text])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,why", [("speed_early_return", "timed runs at the speed size"),
+                                      ("speed_patch_timing", "slower: your kernel takes")])
+def test_the_speed_cheats_lose_the_speed_point_on_a_gpu(name, why):
+    g = _grade("fuse_chain", name, timeout_s=60)
+    speed = _test(g, "speed")
+    assert speed.max_score == 1 and speed.score == 0 and why in speed.output, report.text(g)
+    assert _test(g, "correct (public)").score == 3 and _test(g, "correct (hidden)").score == 3

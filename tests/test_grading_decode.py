@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from kernels_lab import capabilities, lessons
-from kernels_lab.grading import report
+from kernels_lab.grading import compile_gate, report
+from kernels_lab.grading import ptx as ptx_scan
 from kernels_lab.grading.exercises import get_exercise
 from kernels_lab.grading.grade import grade
 from kernels_lab.runtime import ON_SIMULATOR, cuda
@@ -28,24 +29,33 @@ pytestmark = [
 ]
 SLOW = pytest.mark.skipif(os.environ.get("KERNELS_LAB_SLOW_TESTS") != "1",
                           reason="a simulator grade: KERNELS_LAB_SLOW_TESTS=1 runs it")
-FULL = {dp.SIGNAL_ONE: 1, dp.RELEASE: 1.5, dp.AT_COUNT: 1, dp.BELOW: 1.5, dp.BOUNDED: 1.5, dp.ACQUIRE: 1.5, dp.RUN: 2}
+FULL = dict(get_exercise("decode_protocol").points)
+GATED = {dp.BELOW: 0, dp.BOUNDED: 0}  # scored only once "wait returns at the count" passes
 
 # (submission, the checks it loses, a phrase its feedback must hold)
 VERDICTS = [
-    ("decode_fence_atomic", {}, "from its PTX: the count is released"),
-    pytest.param("decode_relaxed_poll_fence", {}, "from its PTX: the poll is an acquire", marks=SLOW),
+    ("decode_fence_atomic", {}, "`membar.gl;` comes before the count `atom.global.add"),
+    pytest.param("decode_relaxed_poll_fence", {}, "is relaxed, and `membar.gl;` follows it on every path", marks=SLOW),
+    pytest.param("decode_backoff", {}, "is an acquire; re-read in its loop", marks=SLOW),
     # (and in the default run through the notebook's check below)
     pytest.param("decode_no_fence", {dp.RELEASE: 0}, "is a relaxed atomic with no fence before it", marks=SLOW),
     ("decode_plain_load", {dp.ACQUIRE: 0}, "is a plain load: the compiler may hoist it"),
-    pytest.param("decode_count_short", {dp.BELOW: 0}, "returned True with 2 of 3 tiles counted", marks=SLOW),
-    # a count that never comes: the megakernel's waits give up too (a wrong run, said by the host)
-    pytest.param("decode_count_past", {dp.AT_COUNT: 0, dp.RUN: 0}, "returned False: it must return True once",
+    ("decode_fence_not_yet_path", {dp.ACQUIRE: 0}, "`membar.gl;` is only on another path (polling again)"),
+    pytest.param("decode_count_short", {dp.BELOW: 0}, "returned True with 2 of 3 tiles of layer 1 counted",
                  marks=SLOW),
+    # a count that never comes: the megakernel's waits give up too (a wrong run, said by the host)
+    pytest.param("decode_count_past", {dp.AT_COUNT: 0, **GATED, dp.RUN: 0}, "returned False: it must return True once",
+                 marks=SLOW),
+    ("decode_wrong_counter", {dp.AT_COUNT: 0, **GATED, dp.RUN: 0}, "it reads another layer's counter"),
+    ("decode_stub", {c: 0 for c in FULL}, "not credited until wait returns at the count"),
+    pytest.param("decode_read_once", {dp.AT_COUNT: 0, **GATED}, "returned False before the count came", marks=SLOW),
     pytest.param("decode_signal_adds_two", {dp.SIGNAL_ONE: 0}, "it added 2, not 1", marks=SLOW),
+    ("decode_signal_rejected", {dp.RELEASE: 0}, "No implementation of function Function(<class 'int'>)"),
+    ("decode_barrier_in_signal", {dp.RUN: 0}, "signal calls cuda.syncthreads(): only thread 0 calls signal"),
     pytest.param("decode_unbounded", {dp.BOUNDED: 0}, "kept polling until the last tile was counted", marks=SLOW),
     pytest.param("decode_no_poll", {dp.BELOW: 0, dp.ACQUIRE: 0}, "wait never reads counters", marks=SLOW),
-    # never gives up, never re-reads: abandoned on the simulator, the grade goes on
-    pytest.param("decode_spin_forever", {dp.BOUNDED: 0, dp.ACQUIRE: 0}, "stands before the loop in the PTX",
+    # never gives up, never re-reads: abandoned on the simulator (the probes after it are not run), the grade goes on
+    pytest.param("decode_spin_forever", {dp.AT_COUNT: 0, **GATED, dp.ACQUIRE: 0}, "stands before the loop in the PTX",
                  marks=SLOW),
 ]
 
@@ -99,51 +109,93 @@ def test_a_missing_signal_and_kernels_labs_own_protocol_are_refused():
 
 def test_the_megakernels_own_protocol_passes_the_ptx_rules():
     ptx = dp._ptx(*dk.PROTOCOL)
-    assert ptx["status"] == "compiled", ptx
-    assert dp.release_problem(ptx["signal"]) is None and dp.acquire_problem(ptx["wait"]) is None
+    assert ptx["signal"]["status"] == ptx["wait"]["status"] == "compiled", ptx
+    assert dp.release_problem(ptx["signal"]["ptx"])[0] is None and dp.acquire_problem(ptx["wait"]["ptx"])[0] is None
 
 
 # -- the rules on PTX listings (what numba's compiler emits for each style, reduced to its memory operations) ---
+# The probes' own data is float64: their store (signal's probe) and read (wait's, once it returned True) are the
+# .f64 accesses; every other global access is the student's function's.
 
-STORE = "st.global.u32 [%rd3], %r2;"
+STORE = "st.global.f64 [%rd3], %fd1;"
 
 
 @pytest.mark.parametrize("body, says", [
-    ([STORE, "red.release.gpu.global.add.s32 [%rd2], %r2;"], None),
-    ([STORE, "membar.gl;", "atom.global.add.u32 %r3, [%rd4], 1;"], None),
-    ([STORE, "fence.acq_rel.sys;", "red.global.add.u32 [%rd4], 1;"], None),
+    ([STORE, "red.release.gpu.global.add.s32 [%rd2], %r2;"], "the count `red.release.gpu.global.add.s32"),
+    ([STORE, "membar.gl;", "atom.global.add.u32 %r3, [%rd4], 1;"], "`membar.gl;` comes before the count"),
+    ([STORE, "fence.acq_rel.sys;", "red.global.add.u32 [%rd4], 1;"], "`fence.acq_rel.sys;` comes before"),
     ([STORE, "atom.global.add.u32 %r3, [%rd4], 1;"], "no fence before it"),
     ([STORE, "atom.global.add.u32 %r3, [%rd4], 1;", "membar.gl;"], "its fence after it, too late"),
     ([STORE, "membar.cta;", "atom.global.add.u32 %r3, [%rd4], 1;"], "block-scoped"),
     ([STORE, "red.release.cta.global.add.s32 [%rd2], %r2;"], "releases at cta scope"),
     ([STORE, "membar.gl;", "ld.global.u32 %r3, [%rd3];", "st.global.u32 [%rd3], %r4;"], "no atomic add"),
+    # the fence on one path only: the other path counts unordered
+    ([STORE, "@%p1 bra $L__BB0_2;", "membar.gl;", "$L__BB0_2:", "atom.global.add.u32 %r3, [%rd4], 1;"],
+     "no fence before it on some of its paths"),
 ])
 def test_the_release_rule(body, says):
-    found = dp.release_problem("\n".join(body))
-    assert found is None if says is None else says in found, found
+    problem, seen = dp.release_problem("\n".join(body + ["ret;"]))
+    assert says in (seen if problem is None else problem), (problem, seen)
+    assert (problem is None) == says.startswith(("the count", "`"))
 
 
-LOOP = ["$L__BB0_3:", "{poll}", "setp.ge.s64 %p3, %rd9, %rd5;", "@%p3 bra $L__BB0_5;", "{after}",
-        "@%p4 bra $L__BB0_3;", "$L__BB0_5:", "{exit}", "st.global.u32 [%rd10], %r8;"]
+# wait's probe as numba compiles it: the poll, the not-yet path (polls again), the True path (reads the data)
+LOOP = ["$L__BB0_3:", "{poll}", "setp.lt.s64 %p5, %rd18, %rd11;", "@%p5 bra $L__BB0_5;", "bra.uni $L__BB0_4;",
+        "$L__BB0_5:", "{again}", "@%p6 bra $L__BB0_3;", "bra.uni $L__BB0_6;",
+        "$L__BB0_4:", "{returns}", "ld.global.f64 %fd1, [%rd4];", "st.global.f64 [%rd3], %fd1;",
+        "$L__BB0_6:", "ret;"]
+ONCE = ["{poll}", "setp.lt.s64 %p4, %rd14, %rd6;", "@%p4 bra $L__BB0_3;", "ld.global.f64 %fd1, [%rd15];",
+        "st.global.f64 [%rd16], %fd1;", "$L__BB0_3:", "ret;"]
 
 
-def _wait_ptx(poll: str, after: str = "nanosleep.u32 %r6;", exit: str = "") -> str:
-    return "\n".join(ln.format(poll=poll, after=after, exit=exit) for ln in LOOP)
+def _wait_ptx(poll: str, again: str = "nanosleep.u32 %r6;", returns: str = "", shape=LOOP) -> str:
+    return "\n".join(ln.format(poll=poll, again=again, returns=returns) for ln in shape)
 
 
 @pytest.mark.parametrize("ptx, says", [
-    (_wait_ptx("ld.acquire.gpu.global.s32 %r4, [%rd3];"), None),
-    (_wait_ptx("ld.acquire.sys.global.s32 %r4, [%rd3];"), None),
-    (_wait_ptx("atom.global.add.u32 %r4, [%rd1], 0;", exit="membar.gl;"), None),
-    (_wait_ptx("ld.relaxed.sys.global.s32 %r4, [%rd3];", after="membar.gl;"), None),
-    (_wait_ptx("ld.relaxed.gpu.global.s32 %r4, [%rd3];"), "is relaxed and no gpu-scope fence follows it"),
-    (_wait_ptx("ld.volatile.global.s32 %r4, [%rd3];", exit="membar.cta;"), "is relaxed and no gpu-scope fence"),
-    (_wait_ptx("ld.global.s32 %rd9, [%rd1];"), "is a plain load: the compiler may hoist it out of the loop,"),
-    (_wait_ptx("ld.acquire.cta.global.s32 %r4, [%rd3];"), "is cta-scoped"),
-    ("ld.global.s32 %rd6, [%rd5];\nsetp.ge.s64 %p3, %rd6, %rd3;", "(here it did: the PTX has no loop left)"),
-    ("ld.global.s32 %rd6, [%rd5];\n" + _wait_ptx("add.s64 %rd3, %rd11, 1;"), "stands before the loop"),
-    (_wait_ptx("add.s64 %rd3, %rd11, 1;"), "never reads counters"),
+    (_wait_ptx("ld.acquire.gpu.global.s32 %r4, [%rd3];"), "is an acquire; re-read in its loop"),
+    (_wait_ptx("ld.acquire.sys.global.s32 %r4, [%rd3];"), "is an acquire; re-read in its loop"),
+    (_wait_ptx("atom.global.add.u32 %r4, [%rd1], 0;", returns="membar.gl;"),
+     "is relaxed, and `membar.gl;` follows it on every path to the return"),
+    (_wait_ptx("ld.relaxed.sys.global.s32 %r4, [%rd3];", returns="fence.sc.gpu;"), "`fence.sc.gpu;` follows it"),
+    # the hole: a fence on the path that polls again orders nothing on the path that returns True
+    (_wait_ptx("atom.global.add.u32 %r4, [%rd1], 0;", again="membar.gl;"),
+     "PROBLEM `membar.gl;` is only on another path (polling again), not on the one that returns True"),
+    (_wait_ptx("ld.relaxed.gpu.global.s32 %r4, [%rd3];"), "PROBLEM is relaxed and no fence follows it"),
+    (_wait_ptx("ld.volatile.global.s32 %r4, [%rd3];", returns="membar.cta;"),
+     "PROBLEM the fence on that path, `membar.cta;`, is block-scoped"),
+    (_wait_ptx("ld.global.s32 %rd9, [%rd1];"), "PROBLEM is a plain load: the compiler may hoist it out of the loop,"),
+    (_wait_ptx("ld.global.s32 %rd9, [%rd1];", returns="membar.gl;"), "PROBLEM is a plain load"),  # not morally strong
+    (_wait_ptx("ld.acquire.cta.global.s32 %r4, [%rd3];"), "PROBLEM is cta-scoped"),
+    (_wait_ptx("ld.global.s32 %rd6, [%rd5];", shape=ONCE), "PROBLEM (here it did: the PTX has no loop left)"),
+    (_wait_ptx("ld.acquire.gpu.global.s32 %r2, [%rd6];", shape=ONCE), "is an acquire; read once: the PTX has no loop"),
+    ("ld.global.s32 %rd6, [%rd5];\n" + _wait_ptx("add.s64 %rd3, %rd11, 1;"), "PROBLEM stands before the loop"),
+    (_wait_ptx("add.s64 %rd3, %rd11, 1;"), "PROBLEM never reads counters"),
+    ("ld.acquire.gpu.global.s32 %r2, [%rd6];\nret;", "PROBLEM wait never returns True in its PTX"),
 ])
 def test_the_acquire_rule(ptx, says):
-    found = dp.acquire_problem(ptx)
-    assert found is None if says is None else says in found, found
+    problem, seen = dp.acquire_problem(ptx)
+    if says.startswith("PROBLEM "):
+        assert problem is not None and says.removeprefix("PROBLEM ") in problem, (problem, seen)
+    else:
+        assert problem is None and says in seen, (problem, seen)
+
+
+def test_a_barrier_is_found_in_the_code_and_in_the_ptx():
+    namespace = {"cuda": cuda, "np": np}
+    exec(submission("decode_barrier_in_signal"), namespace)
+    assert dp.barrier_calls(namespace["signal"]) == ["cuda.syncthreads()"]
+    assert dp.barrier_calls(namespace["wait"]) == []
+    assert ptx_scan.listing("bar.sync 0;\nret;").instrs[0].mem.kind == "barrier"
+
+
+def test_a_compiler_error_says_its_cause_not_its_last_line():
+    from numba.core.errors import TypingError
+    e = TypingError("No implementation of function Function(<class 'int'>) found for signature:\n \n >>> "
+                    "int(Literal[str](1))\n \nThere are 4 candidate implementations:\n  No match.\n"
+                    'File "submission.py", line 9:\n    cuda.atomic.add(counters, layer, int("1"))\n')
+    said = compile_gate.compiler_message(e)
+    assert said.splitlines()[0] == "TypingError: No implementation of function Function(<class 'int'>) found for " \
+                                   "signature:"
+    assert '>>> int(Literal[str](1))' in said and 'line 9: cuda.atomic.add(counters, layer, int("1"))' in said
+    assert "No match" not in said

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -214,11 +215,36 @@ def _fake_current_device() -> None:
         module.get_current_device = lambda: _Target()
 
 
-def _environmental(e: BaseException) -> bool:
+def is_environmental(e: BaseException) -> bool:
+    """Did compiling fail for the machine's reasons (no driver, no NVVM / NVRTC), not the code's?"""
     names = {t.__name__ for t in type(e).__mro__}
     text = str(e)
     return bool(names & set(_ENV_ERRORS)) or "libnvrtc" in text or "libnvvm" in text or \
         "CUDA driver library cannot be found" in text
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CAUSES = ("No implementation of function", "Unknown attribute", "Untyped global name", "NameError",
+           "Cannot determine Numba type", "Use of unsupported", "Invalid use of", "is not supported",
+           "has no attribute", "Cannot unify", "Can't unify", "unsupported")
+
+
+def compiler_message(e: BaseException, skip_file: str = "") -> str:
+    """The lines of a compiler error that name the problem: its cause (numba's TypingError ends in "No match."
+    or a "During: ..." line, which say nothing), the signature it tried, and the student's source line it
+    points at (not a line of `skip_file`, the grader's own probe)."""
+    lines = [ln.rstrip() for ln in _ANSI.sub("", str(e)).splitlines()]
+    text = [ln.strip() for ln in lines if ln.strip()]
+    cause = next((ln for ln in text if any(c in ln for c in _CAUSES)),
+                 next((ln for ln in text if not ln.startswith(("Failed in", "During:", "File ", "<source"))),
+                      type(e).__name__))
+    said = [cause if cause.startswith(type(e).__name__) else f"{type(e).__name__}: {cause}"]
+    said += [ln for ln in text if ln.startswith(">>>")][:1]
+    for i, ln in enumerate(lines):
+        if ln.strip().startswith('File "') and (not skip_file or skip_file not in ln):
+            source = next((s.strip() for s in lines[i + 1:] if s.strip() and s.strip() != "<source elided>"), "")
+            said.append(f"at {ln.strip().rstrip(':')}: {source}")
+    return "\n".join(dict.fromkeys(said))
 
 
 def _child(path: str, entry: str, sig: str, result_path: str) -> int:
@@ -263,7 +289,7 @@ def _child(path: str, entry: str, sig: str, result_path: str) -> int:
             save()
             return 0
     except (Exception, SystemExit) as e:  # noqa: BLE001
-        result.update(status="environment" if _environmental(e) else "load_error", type=type(e).__name__,
+        result.update(status="environment" if is_environmental(e) else "load_error", type=type(e).__name__,
                       message=f"{type(e).__name__}: {e}"[:2000])
         save()
         return 0
@@ -273,7 +299,7 @@ def _child(path: str, entry: str, sig: str, result_path: str) -> int:
         cuda.compile_ptx(kernel.py_func, eval(sig, {"types": types}), cc=target_cc(), **options)
         result.update(status="compiled")
     except Exception as e:  # noqa: BLE001
-        if _environmental(e):
+        if is_environmental(e):
             result.update(status="environment", type=type(e).__name__, message=str(e)[:2000])
         else:
             lines = "".join(traceback.format_exception_only(e)).strip().splitlines()

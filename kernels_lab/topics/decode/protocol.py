@@ -7,27 +7,34 @@
 
 Both are @cuda.jit(device=True) functions; the exercise's entry is `wait`, and `signal` is taken from the
 namespace wait was defined in (the submission, or the notebook). ProtocolJudge grades them for
-`kernels-lab grade` and for the lesson's check (lessons.check): the same checks, words and points.
-One case, every check, in this order (the last probe is the one a wrong wait may never return from):
+`kernels-lab grade` and for the lesson's check (lessons.check): the same checks, words and points, and the
+same maximum on every machine. Every probe uses three counters and layer 1, so a wait that reads a
+neighbour's counter is caught. One case, every check, in this order (the last probes are the ones a wrong
+wait may never return from):
 
   signal once on counters [5, 7, 9] at layer 1: [5, 8, 9]                       -> "signal adds 1"
-  wait with all tiles counted, and with more: True, at once                     -> "wait returns at the count"
+  wait with its layer's tiles all counted (the neighbours' not), and with more:
+  True at once; with one tile short and the last counted while it polls (a
+  generous spin_limit): True, after the count came                              -> "wait returns at the count"
   the PTX of a kernel that calls each (numba's real compiler, in a child process
-  on the PTX back-end, so the same on every machine): signal's count an atomic
-  add with .release, or after a gpu-scope fence; wait's poll an ld.acquire, or  -> "signal releases the stores"
-  a relaxed / volatile / atomic read followed by a fence, re-read in the loop      "wait polls with an acquire"
-  the megakernel with the back-end's own table, against float64                -> "megakernel right"
-  wait with one tile short while a second block of the probe adds the missing   -> "wait holds below the count",
-  count only later: it must return False before then                               "wait gives up"
+  on the PTX back-end, each compiled apart): every path from the probe's store
+  to signal's end passes an atomic add with .release, or a gpu-scope fence and
+  then the add; on every path to the read wait's True allows, the last read of  -> "signal releases the stores"
+  counters is an acquire or a gpu-scope fence follows it (topics' rules on         "wait polls with an acquire"
+  grading.ptx's listings)
+  the megakernel with the back-end's own table, against float64; a barrier
+  inside signal or wait (only thread 0 calls them) is named and fails it        -> "megakernel right"
+  wait with one tile short (the neighbours done) while a second block of the    -> "wait holds below the count",
+  probe counts the last tile only later: it must return False before then          "wait gives up"
+  (both scored only once "wait returns at the count" passes: the stub's
+  `return False` holds below and gives up without doing anything)
 
 The probes' kernels run their blocks side by side on the simulator too (BACKEND.coresident), so a wait that
-ignores spin_limit sees the late count there as on a GPU and the grade says so. A wait that never gives up AND
-never re-reads the counter spins forever: on the simulator the probe is abandoned after PROBE_SECONDS; on a
-GPU it is abandoned too, spinning on its own stream after every result is in, and the grader's time limit ends
-the child at its exit. (A wait that never re-reads hangs the megakernel on a GPU before that: a timeout, every
-check failed, said so.) Memory ordering cannot be seen by running (the simulator's memory is coherent, a GPU
-shows a stale read only sometimes): it is read from the PTX. Where numba's compiler is not installed (the
-[cu13] extra) those two checks are not counted, saying so.
+ignores spin_limit sees the late count there as on a GPU and the grade says so. A probe that never returns is
+abandoned after PROBE_SECONDS (on a GPU it spins on its own stream after every result is in, and the grader's
+time limit ends the child at its exit); the probes after it are not run. Memory ordering cannot be seen by a
+coherent run: where numba's compiler is missing (the [cu13] extra, which the lessons extra and the Gradescope
+bundle bring) the two ordering checks are not counted, saying so loudly.
 """
 
 from __future__ import annotations
@@ -37,19 +44,19 @@ import dis
 import marshal
 import os
 import pickle
-import re
 import subprocess
 import sys
 import time
 import types
-from dataclasses import dataclass
+import warnings
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable, Hashable
 
 import numpy as np
 
 from ...backend import BACKEND
 from ...core import Case, Exercise
+from ...grading.ptx import Instr, Listing, listing
 from ...intrinsics import globaltimer
 from ...runtime import cuda
 from . import workload as decode
@@ -58,40 +65,46 @@ SIGNAL_ONE, RELEASE = "signal adds 1", "signal releases the stores"
 AT_COUNT, BELOW, BOUNDED = "wait returns at the count", "wait holds below the count", "wait gives up"
 ACQUIRE, RUN = "wait polls with an acquire", "megakernel right"
 
-TILES, SPIN_LIMIT = 3, 3              # the probes' wait(counters, 0, TILES, SPIN_LIMIT)
-LATE_NS = BACKEND.size(gpu=50_000_000, simulator=500_000_000)  # when the probe's second block counts
-PROBE_SECONDS = 2.0                   # after LATE_NS: a probe still running then never returns
+LAYER, TILES, SPIN_LIMIT = 1, 3, 3    # the probes' wait(counters, LAYER, TILES, SPIN_LIMIT) on three counters
+LATE_NS = BACKEND.size(gpu=50_000_000, simulator=500_000_000)  # when the below probe's second block counts
+ARRIVE_NS = BACKEND.size(gpu=1_000_000, simulator=20_000_000)  # when the count comes while a wait polls, with
+ARRIVE_POLLS = BACKEND.size(gpu=100_000, simulator=200_000)    # polls that take 10x longer (a GPU's >= 0.3 us,
+                                                               # the simulator's >= 1 us)
+PROBE_SECONDS = 2.0                   # after the late count: a probe still running then never returns
 COMPILE_S = 120.0                     # the PTX child (numba's import and two small kernels: a few seconds)
+BARRIERS = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp")
 
 
 # -- the probes' kernels ------------------------------------------------------------------------------
+# The data they store and read is float64, the counters int32: in the PTX, the probe's own accesses are the
+# .f64 ones, and every other global access is the student's function's.
 
 @lru_cache(maxsize=None)
 def _signal_probe(signal: Any) -> Any:
-    def signal_probe(data, counters, layer):
+    def signal_probe(data, value, counters, layer):
         if cuda.threadIdx.x == 0:
-            data[0] = np.float32(1)  # the store the count announces
+            data[0] = value  # the store the count announces (a float64 from a register: st.global.f64)
             signal(counters, layer)
     return cuda.jit(signal_probe)
 
 
 @lru_cache(maxsize=None)
 def _wait_ptx_probe(wait: Any) -> Any:
-    # compiled only: every global read in its PTX is wait's (the probe below also counts, in its block 1)
-    def wait_probe(counters, result, tiles, spin_limit):
+    def wait_probe(counters, data, result, layer, tiles, spin_limit):
         if cuda.threadIdx.x == 0:
-            result[0] = 1 if wait(counters, 0, tiles, spin_limit) else 0
+            if wait(counters, layer, tiles, spin_limit):
+                result[0] = data[0]  # the read the poll must order: it may see only what came before the count
     return cuda.jit(wait_probe)
 
 
 @lru_cache(maxsize=None)
 def _late_count_probe(wait: Any) -> Any:
-    """Block 0 waits and stamps when it returned; block 1 raises the count to `late` after late_ns, stamped.
+    """Block 0 waits and stamps when it returned; block 1 sets counters[layer] to `late` after late_ns, stamped.
     Blocks side by side on every back-end (the simulator's runs them in threads of their own)."""
-    def late_count_probe(counters, result, stamps, tiles, spin_limit, late, late_ns):
+    def late_count_probe(counters, result, stamps, layer, tiles, spin_limit, late, late_ns):
         if cuda.threadIdx.x == 0:
             if cuda.blockIdx.x == 0:
-                got = wait(counters, 0, tiles, spin_limit)
+                got = wait(counters, layer, tiles, spin_limit)
                 stamps[0] = globaltimer()
                 result[0] = 1 if got else 0
             else:
@@ -99,7 +112,7 @@ def _late_count_probe(wait: Any) -> Any:
                 while globaltimer() - start < late_ns:  # bounded by the clock
                     pass
                 stamps[1] = globaltimer()
-                cuda.atomic.exch(counters, 0, late)
+                cuda.atomic.exch(counters, layer, late)
     return BACKEND.coresident(cuda.jit(late_count_probe))
 
 
@@ -108,127 +121,195 @@ _ABANDONED: list[tuple] = []
 
 def _signal_once(signal: Any) -> list[int]:
     counters = cuda.to_device(np.array([5, 7, 9], np.int32))
-    _signal_probe(signal)[1, 1](cuda.to_device(np.zeros(1, np.float32)), counters, np.int64(1))
+    _signal_probe(signal)[1, 1](cuda.to_device(np.zeros(1, np.float64)), np.float64(1), counters, np.int64(LAYER))
     cuda.synchronize()
     return [int(v) for v in counters.copy_to_host()]
 
 
-def _wait_with_late_count(wait: Any, start: int, late: int) -> dict[str, Any]:
-    """wait(counters, 0, TILES, SPIN_LIMIT) from counters[0] = start; the count becomes `late` after LATE_NS.
+def _counters(at: int, others: int) -> list[int]:
+    return [others, at, others]
+
+
+def _wait_with_late_count(wait: Any, counters: list[int], late: int, late_ns: int, spin_limit: int) -> dict[str, Any]:
+    """wait(counters, LAYER, TILES, spin_limit); counters[LAYER] becomes `late` after late_ns.
     returned: its value (None: still running PROBE_SECONDS after that); late: whether it returned after then."""
-    counters = cuda.to_device(np.array([start], np.int32))
+    dev = cuda.to_device(np.array(counters, np.int32))
     result, stamps = cuda.to_device(np.full(1, -1, np.int32)), cuda.to_device(np.zeros(2, np.int64))
-    running = BACKEND.start(_late_count_probe(wait), 2, 1, (counters, result, stamps, np.int64(TILES),
-                                                             np.int64(SPIN_LIMIT), np.int32(late), np.int64(LATE_NS)))
-    deadline = time.monotonic() + LATE_NS / 1e9 + PROBE_SECONDS
+    running = BACKEND.start(_late_count_probe(wait), 2, 1, (dev, result, stamps, np.int64(LAYER), np.int64(TILES),
+                                                             np.int64(spin_limit), np.int32(late), np.int64(late_ns)))
+    deadline = time.monotonic() + late_ns / 1e9 + PROBE_SECONDS
+    about = {"counters": counters, "late": late, "late_ns": late_ns, "spin_limit": spin_limit}
     while not running.done() and time.monotonic() < deadline:
         running.settle(0.01)
         time.sleep(0.01)
     if not running.done():  # abandoned: nothing stops a running kernel (a simulated one is a daemon thread)
-        _ABANDONED.append((running, counters, result, stamps))  # a GPU's cudaFree would wait for it to end
-        return {"start": start, "returned": None, "late": True}
+        _ABANDONED.append((running, dev, result, stamps))  # a GPU's cudaFree would wait for it to end
+        return {**about, "returned": None, "after": True}
     running.finish()
     got, (returned_at, counted_at) = int(result.copy_to_host()[0]), stamps.copy_to_host()
-    return {"start": start, "returned": bool(got), "late": bool(returned_at >= counted_at)}
+    return {**about, "returned": bool(got), "after": bool(returned_at >= counted_at)}
 
 
-# -- memory ordering, from the PTX ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Op:
-    """One memory instruction of a PTX listing: index (its line), kind (load, atomic, fence), sem (weak,
-    relaxed, acquire, release, acq_rel, sc), wide (gpu or system scope, not cta / cluster), text."""
-
-    index: int
-    kind: str
-    sem: str
-    wide: bool
-    text: str
+def _attempt(fn: Callable[..., Any], *args: Any) -> Any:
+    """A probe's result, or {"error": what the student's code raised} (signal's failure never hides wait's)."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001  (the student's code: said, judged apart)
+        return {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:400] if str(e).strip() else ''}"}
 
 
-_LOCAL = (".param", ".shared", ".local", ".const")
-
-
-def memory_ops(ptx: str) -> tuple[list[Op], list[tuple[int, int]]]:
-    """The loads of global (or generic) memory, the atomics and the fences of a PTX listing, in order, and
-    its loops: (first line, backward branch) for every branch to a label above it."""
-    lines = [ln.strip() for ln in ptx.splitlines()]
-    ops, labels, loops = [], {}, []
-    for i, ln in enumerate(lines):
-        if ln.endswith(":") and ln.startswith("$"):
-            labels[ln[:-1]] = i
+def barrier_calls(fn: Any) -> list[str]:
+    """The block / warp barriers a device function (or a device function it calls) names in its code."""
+    py, found, codes, seen = getattr(fn, "py_func", fn), [], [], set()
+    codes.append((py.__code__, py.__globals__))
+    while codes:
+        code, space = codes.pop()
+        if id(code) in seen:
             continue
-        words = re.sub(r"^@!?%\w+\s+", "", ln).replace(";", " ").split()
-        if not words:
-            continue
-        op, parts = words[0], words[0].split(".")
-        if op.startswith("bra") and len(words) > 1 and words[-1] in labels:
-            loops.append((labels[words[-1]], i))
-        if op.startswith(("atom.", "red.")) or (op.startswith("ld.") and not any(k in op for k in _LOCAL)):
-            sem = next((s for s in ("acquire", "release", "acq_rel", "relaxed", "volatile") if s in parts),
-                       "relaxed" if parts[0] in ("atom", "red") else "weak")
-            ops.append(Op(i, "load" if parts[0] == "ld" else "atomic", "relaxed" if sem == "volatile" else sem,
-                          "cta" not in parts and "cluster" not in parts, ln))
-        elif parts[0] == "membar" or (parts[0] == "fence" and "proxy" not in parts):
-            ops.append(Op(i, "fence", "sc" if parts[0] == "membar" else parts[1],
-                          not any(s in parts for s in ("cta", "cluster")), ln))
-    return ops, loops
+        seen.add(id(code))
+        for ins in dis.get_instructions(code):
+            if ins.opname.startswith("LOAD_") and ins.argval in BARRIERS:
+                found.append(f"cuda.{ins.argval}()")
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and hasattr(callee := space.get(ins.argval), "py_func"):
+                codes.append((callee.py_func.__code__, callee.py_func.__globals__))
+        codes += [(k, space) for k in code.co_consts if isinstance(k, types.CodeType)]
+    return list(dict.fromkeys(found))
 
 
-def release_problem(ptx: str) -> str | None:
-    """None when signal's count (its first atom / red) is a release at gpu scope or comes after a gpu-scope
-    fence; else what is wrong, quoting the PTX."""
-    ops, _ = memory_ops(ptx)
-    counts = [o for o in ops if o.kind == "atomic"]
-    if not counts:
+# -- memory ordering, from the PTX (grading.ptx's listing, the rules here) ---------------------------------
+
+def _count(ins: Instr) -> bool:
+    """An access of counters: a load or atomic that is not the probe's own float64 data."""
+    return ins.mem is not None and ins.mem.kind in ("load", "atomic") and ins.mem.dtype != "f64"
+
+
+def _data(ins: Instr, kind: str) -> bool:
+    return ins.mem is not None and ins.mem.kind == kind and ins.mem.dtype == "f64"
+
+
+def _ends(found: Listing) -> list[int]:
+    return [i for i in range(len(found.instrs)) if not found.successors(i)]
+
+
+def release_problem(ptx: str) -> tuple[str | None, str]:
+    """(None, what the listing shows) when, on every path from the probe's store to signal's end, the count is an
+    atomic with .release at gpu scope or an atomic after a gpu-scope fence; else (what is wrong, quoting the
+    PTX, "")."""
+    found = listing(ptx)
+    atomics = [i for i in found.instrs if _count(i) and i.mem.kind == "atomic"]
+    if not atomics:
         return ("signal has no atomic add in its PTX (no atom / red): a plain counters[layer] += 1 is a read and a "
-                "write, and two blocks that finish tiles of one layer at once lose a count")
-    count = counts[0]
-    if count.sem in ("release", "acq_rel"):
-        return None if count.wide else (f"`{count.text}` releases at cta scope: it orders this block's stores for "
-                                        f"this block only; other blocks may see the count first (use gpu scope)")
-    fences = [o for o in ops if o.kind == "fence" and o.index < count.index]
-    if any(f.wide for f in fences):
-        return None
-    if fences:
-        return (f"the fence before the count, `{fences[-1].text}`, is block-scoped (cuda.threadfence_block): it "
-                f"orders the stores for this block only; other blocks may see `{count.text}` first: use "
-                f"cuda.threadfence() (gpu scope) or add_release_gpu")
-    after = any(o.kind == "fence" for o in ops if o.index > count.index)
-    return (f"the count `{count.text}` is a relaxed atomic with " +
-            ("its fence after it, too late" if after else "no fence before it") +
+                "write, and two blocks that finish tiles of one layer at once lose a count"), ""
+
+    def transfer(ins: Instr, state: Hashable) -> Hashable:
+        phase, count, cta, fence = state  # phase: before the store, stored (unordered), fenced, counted
+        if _data(ins, "store"):
+            return "stored", None, None, None
+        if phase in ("before", "counted") or ins.mem is None:
+            return state
+        if ins.mem.kind == "fence":
+            return ("fenced", count, cta, ins.text) if ins.mem.wide else (phase, count, ins.text, fence)
+        if _count(ins) and ins.mem.kind == "atomic":
+            if phase == "fenced" or (ins.mem.sem in ("release", "acq_rel") and ins.mem.wide):
+                return "counted", ins.text, cta, fence
+            return phase, ins.text, cta, fence
+        return state
+
+    stores = any(_data(i, "store") for i in found.instrs)  # (else every count must be ordered from the start)
+    arriving = found.reaching(transfer, ("before" if stores else "stored", None, None, None))
+    states = {transfer(found.instrs[i], s) for i in _ends(found) for s in arriving[i]}
+    wrong = [s for s in sorted(states, key=str) if s[0] in ("stored", "fenced")]
+    if not wrong:
+        _, count, _, fence = next(s for s in sorted(states, key=str) if s[0] == "counted")
+        return None, ("from its PTX: on every path from the block's store, " +
+                      (f"`{fence}` comes before the count `{count}`" if fence else f"the count `{count}` is a release")
+                      + " (at gpu scope)")
+    some = " on some of its paths" if any(s[0] == "counted" for s in states) else ""
+    phase, count, cta, _ = wrong[0]
+    if phase == "fenced" and count is None:
+        return (f"after its fence, signal's PTX has no atomic add{some}: a plain counters[layer] += 1 is a read and "
+                f"a write, and two blocks that finish tiles of one layer at once lose a count"), ""
+    if count is None:
+        return f"signal ends without counting{some}: add 1 to counters[layer] with add_release_gpu", ""
+    if "release" in count or "acq_rel" in count:
+        return (f"`{count}` releases at cta scope{some}: it orders this block's stores for this block only; other "
+                f"blocks may see the count first (use gpu scope)"), ""
+    if cta:
+        return (f"the fence before the count, `{cta}`, is block-scoped (cuda.threadfence_block){some}: it orders the "
+                f"stores for this block only; other blocks may see `{count}` first: use cuda.threadfence() (gpu "
+                f"scope) or add_release_gpu"), ""
+    return (f"the count `{count}` is a relaxed atomic with " +
+            ("its fence after it, too late" if phase == "fenced" else "no fence before it") + some +
             ": another block may see the count before this block's stores of x_{l+1} and read stale values; "
-            "put cuda.threadfence() before the add, or use add_release_gpu (red.release.gpu)")
+            "put cuda.threadfence() before the add, or use add_release_gpu (red.release.gpu)"), ""
 
 
-def acquire_problem(ptx: str) -> str | None:
-    """None when wait polls counters with an ld.acquire at gpu scope, or with a relaxed / volatile / atomic read
-    that a gpu-scope fence follows, inside its loop; else what is wrong, quoting the PTX."""
-    ops, loops = memory_ops(ptx)
-    reads = [o for o in ops if o.kind in ("load", "atomic")]
+def _ordered(read: Instr) -> bool:
+    return read.mem.wide and read.mem.sem in ("acquire", "acq_rel", "sc")
+
+
+def acquire_problem(ptx: str) -> tuple[str | None, str]:
+    """(None, what the listing shows) when, on every path to the read the probe makes once wait returned True,
+    the last read of counters is an acquire at gpu scope, or a relaxed (volatile, atomic) one that a gpu-scope
+    fence follows on that path; else (what is wrong, quoting the PTX, ""). The words say what was seen: the
+    loop or its absence, the kind of read, the fence and on which path."""
+    found = listing(ptx)
+    reads = [i for i in found.instrs if _count(i)]
+    uses = [i for i in found.instrs if _data(i, "load")]
+    loop = ("re-read in its loop" if any(found.in_loop(r.index) for r in reads) else
+            "read once: the PTX has no loop" if not found.loops() else "")
     if not reads:
         return ("wait never reads counters (no load of it in its PTX): it cannot know that the layer is done; poll "
-                "counters[layer] with load_acquire_gpu")
-    polls = [r for r in reads if any(a <= r.index <= b for a, b in loops)] if loops else reads
-    if not polls:
+                "counters[layer] with load_acquire_gpu"), ""
+    if not uses:
+        return (f"wait never returns True in its PTX (the compiler found no path to the read the probe makes after "
+                f"it): it reads `{reads[0].text}` but no count makes it return True"), ""
+    if not loop:
         return (f"the read of counters, `{reads[0].text}`, stands before the loop in the PTX: the compiler hoisted "
                 f"it, so the loop never sees a new count; poll with load_acquire_gpu (an acquire is re-read every "
-                f"time)")
-    fenced = lambda r: any(o.kind == "fence" and o.wide and o.index > r.index for o in ops)  # noqa: E731
-    if any(r.wide and (r.sem == "acquire" or (r.sem in ("relaxed", "acq_rel") and fenced(r))) for r in polls):
-        return None
-    poll = polls[0]
-    if not poll.wide:
-        return (f"the poll `{poll.text}` is cta-scoped: it orders nothing with the other blocks, which wrote x_l; "
-                f"use gpu scope (load_acquire_gpu)")
-    if poll.sem == "weak":
-        return (f"the poll `{poll.text}` is a plain load: the compiler may hoist it out of the loop" +
-                ("" if loops else " (here it did: the PTX has no loop left)") +
+                f"time)"), ""
+
+    def transfer(ins: Instr, state: Hashable) -> Hashable:
+        last, fence = state
+        if _count(ins):
+            return ins.index, None
+        if ins.mem is not None and ins.mem.kind == "fence" and last is not None and (fence is None or ins.mem.wide):
+            return last, ins.index if ins.mem.wide else -ins.index - 1  # a cta fence: negative, said so
+        return state
+
+    arriving = found.reaching(transfer, (None, None))
+    states = {s for u in uses for s in arriving[u.index]}
+    if any(last is None for last, _ in states):
+        return ("on a path to the return of True, wait reads no counter: the block would read x_l without knowing "
+                "it is done; return True only after a read of counters[layer] that saw the count"), ""
+    fenced = lambda read, fence: read.mem.sem != "weak" and fence is not None and fence >= 0  # noqa: E731
+    bad = [(found.instrs[last], fence) for last, fence in sorted(states, key=str)
+           if not _ordered(found.instrs[last]) and not fenced(found.instrs[last], fence)]
+    if not bad:
+        read, fence = sorted(((found.instrs[last], f) for last, f in states), key=lambda rf: _ordered(rf[0]))[0]
+        how = (f"is an acquire" if _ordered(read) else
+               f"is relaxed, and `{found.instrs[fence].text}` follows it on every path to the return")
+        return None, f"from its PTX: the read that returns True, `{read.text}`, {how}; {loop}"
+    read, fence = bad[0]
+    if not read.mem.wide:
+        return (f"the poll `{read.text}` is cta-scoped: it orders nothing with the other blocks, which wrote x_l; use "
+                f"gpu scope (load_acquire_gpu)"), ""
+    if read.mem.sem == "weak":
+        return (f"the poll `{read.text}` is a plain load: the compiler may hoist it out of the loop" +
+                (" (here it did: the PTX has no loop left)" if not found.loops() else "") +
                 ", and nothing orders the block's reads of x_l after it, so they may be stale; poll with "
-                "load_acquire_gpu (ld.acquire.gpu)")
-    return (f"the poll `{poll.text}` is relaxed and no gpu-scope fence follows it: it sees the count but orders "
-            f"nothing, so the reads of x_l after it may be stale; use load_acquire_gpu, or cuda.threadfence() after "
-            f"the poll that saw the count")
+                "load_acquire_gpu (ld.acquire.gpu)"), ""
+    elsewhere = [i for i in found.instrs if i.mem is not None and i.mem.kind == "fence" and i.mem.wide
+                 and i.index > read.index]
+    if fence is not None:  # a block-scoped fence on the path
+        why = f"the fence on that path, `{found.instrs[-fence - 1].text}`, is block-scoped"
+    elif elsewhere:
+        why = (f"`{elsewhere[0].text}` is only on another path (polling again), not on the one that returns True")
+    else:
+        why = "no fence follows it"
+    return (f"the poll `{read.text}` is relaxed and {why}: it sees the count but orders nothing, so the reads of "
+            f"x_l after wait returns True may be stale; use load_acquire_gpu, or cuda.threadfence() after the poll "
+            f"that saw the count, before `return True`"), ""
 
 
 # -- the PTX child: the student's functions rebuilt on the PTX back-end ----------------------------------
@@ -282,54 +363,60 @@ def _rebuild(d: dict[str, Any]) -> Any:
 
 
 def _compile_child() -> None:
-    """The PTX child (_ptx): the job on stdin, the probes' PTX as JSON on stdout."""
+    """The PTX child (_ptx): the job on stdin; on stdout, as JSON, each function's probe compiled apart:
+    {"signal": {"status": compiled | rejected | environment, "ptx" | "message"}, "wait": {...}}."""
     import json
-    import warnings
 
     from numba import types as nt
 
     from ...capabilities import compile_ptx
-    from ...grading.compile_gate import _environmental, target_cc
+    from ...grading.compile_gate import compiler_message, is_environmental, target_cc
     warnings.simplefilter("ignore")
     job = pickle.loads(sys.stdin.buffer.read())
-    i32, f32 = nt.Array(nt.int32, 1, "C"), nt.Array(nt.float32, 1, "C")
-    try:
-        signal, wait = _rebuild(job["signal"]), _rebuild(job["wait"])
-        out = {"status": "compiled",
-               "signal": compile_ptx(_signal_probe(signal).py_func, (f32, i32, nt.int64), target_cc()),
-               "wait": compile_ptx(_wait_ptx_probe(wait).py_func, (i32, i32, nt.int64, nt.int64), target_cc())}
-    except Exception as e:  # noqa: BLE001  (the student's code, or the toolchain: said which)
-        lines = (str(e).strip().splitlines() or [""])
-        out = {"status": "environment" if _environmental(e) else "rejected",
-               "message": f"{type(e).__name__}: {lines[-1][:1500]}"}
+    i32, f64 = nt.Array(nt.int32, 1, "C"), nt.Array(nt.float64, 1, "C")
+    probes = {"signal": (_signal_probe, (f64, nt.float64, i32, nt.int64)),
+              "wait": (_wait_ptx_probe, (i32, f64, f64, nt.int64, nt.int64, nt.int64))}
+    out = {}
+    for name, (probe, sig) in probes.items():
+        try:
+            out[name] = {"status": "compiled",
+                         "ptx": compile_ptx(probe(_rebuild(job[name])).py_func, sig, target_cc())}
+        except Exception as e:  # noqa: BLE001  (the student's code, or the toolchain: said which)
+            out[name] = {"status": "environment" if is_environmental(e) else "rejected",
+                         "message": compiler_message(e, skip_file=os.path.basename(__file__))[:1500]}
     print(json.dumps(out))
 
 
 _CHILD = "from kernels_lab.topics.decode.protocol import _compile_child; _compile_child()"
 
 
-def _ptx(signal: Any, wait: Any) -> dict[str, str]:
-    """The PTX of the probes for the course's architecture, compiled in a child on the PTX back-end."""
+def _ptx(signal: Any, wait: Any) -> dict[str, dict[str, str]]:
+    """The PTX of each probe for the course's architecture, compiled in a child on the PTX back-end."""
     import json
-    job = pickle.dumps({"signal": _portable(signal), "wait": _portable(wait)})
     env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
+
+    def failed(message: str) -> dict[str, dict[str, str]]:
+        return {name: {"status": "environment", "message": message} for name in ("signal", "wait")}
     try:
+        job = pickle.dumps({"signal": _portable(signal), "wait": _portable(wait)})
         proc = subprocess.run([sys.executable, "-c", _CHILD], input=job,
                               capture_output=True, env=env, timeout=COMPILE_S)
+    except ValueError as e:  # a recursive device function
+        return {name: {"status": "rejected", "message": str(e)} for name in ("signal", "wait")}
     except subprocess.TimeoutExpired:
-        return {"status": "environment", "message": f"compiling did not finish within {COMPILE_S:g} s"}
+        return failed(f"compiling did not finish within {COMPILE_S:g} s")
     try:
         return json.loads(proc.stdout.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return {"status": "environment", "message": f"the compiler's child ended without a result (exit code "
-                                                    f"{proc.returncode}): {proc.stderr.decode()[-400:]}"}
+        return failed(f"the compiler's child ended without a result (exit code {proc.returncode}): "
+                      f"{proc.stderr.decode()[-400:]}")
 
 
 # -- the judge ------------------------------------------------------------------------------------------
 
-def _call(w: int, start: int) -> str:
-    return f"wait(counters, 0, tiles={w}, spin_limit={SPIN_LIMIT}) with counters[0] = {start}"
+def _call(counters: list[int], spin_limit: int) -> str:
+    return f"wait(counters, {LAYER}, tiles={TILES}, spin_limit={spin_limit}) with counters = {counters}"
 
 
 class ProtocolJudge:
@@ -338,7 +425,7 @@ class ProtocolJudge:
       call(entry)            (child / notebook) the entry is `wait`; returns (signal, wait), both device
                              functions of the student's own
       job(case)              the megakernel's size and inputs' seed
-      run(value, job)        (child / notebook) the probes, the PTX, the megakernel, the probe that may hang
+      run(value, job)        (child / notebook) the probes, the PTX, the megakernel, the probes that may hang
       score(case, job, got)  (parent) [(check, ok or None: not judged in this case, message)]
       not_counted(check)     the two memory-ordering checks where numba's compiler is missing
     """
@@ -349,8 +436,9 @@ class ProtocolJudge:
     def not_counted(self, check: str) -> str | None:
         from ...capabilities import ptx_libraries
         if check in self.ordering and not (libs := ptx_libraries()).available:
-            return (f"memory ordering is read from the PTX, and numba's compiler is not installed here ({libs.detail}); "
-                    f"not counted here: `kernels-lab grade` where it is installed checks it")
+            return (f"NOT CHECKED HERE: memory ordering is read from the PTX, and numba's compiler is missing "
+                    f"({libs.detail}); install the lessons extra (pip install -e '.[lessons]') or `kernels-lab "
+                    f"grade` where it is")
         return None
 
     def call(self, entry: Any) -> tuple[Any, Any]:
@@ -375,10 +463,18 @@ class ProtocolJudge:
         from ...arrays import poisoned, to_device
         from ...capabilities import ptx_libraries
         signal, wait = value
+        probe = lambda counters, late, late_ns, spins: _attempt(  # noqa: E731
+            _wait_with_late_count, wait, counters, late, late_ns, spins)
         ran: dict[str, Any] = {
-            "signal": _signal_once(signal),
-            "at": [_wait_with_late_count(wait, start, TILES + 100) for start in (TILES, TILES + 3)],
+            "signal": _attempt(_signal_once, signal),
+            "at": [probe(_counters(TILES, 0), TILES + 100, LATE_NS, SPIN_LIMIT),
+                   probe(_counters(TILES + 3, 0), TILES + 100, LATE_NS, SPIN_LIMIT),
+                   probe(_counters(TILES, TILES), TILES + 100, LATE_NS, SPIN_LIMIT)],
+            "barriers": {"signal": barrier_calls(signal), "wait": barrier_calls(wait)},
             "ptx": _ptx(signal, wait) if ptx_libraries().available else None}
+        if ran["ptx"] is None:
+            warnings.warn("decode_protocol: NOT CHECKING MEMORY ORDERING: numba's compiler (numba-cuda[cu13]) is not "
+                          "installed, so the release and acquire checks are not made (pip install -e '.[lessons]')")
         w = decode.WORKLOAD
         size = w.size(**job["size"])
         out = poisoned(w.output_specs(size))
@@ -387,10 +483,19 @@ class ProtocolJudge:
         launch = decode.bind_megakernel_with(to_device(w.make_inputs(size, np.random.default_rng(job["seed"]))), out,
                                              protocol=(signal, wait),
                                              spin_limit=BACKEND.size(gpu=decode.SPIN_LIMIT, simulator=50))
-        launch()
-        cuda.synchronize()
-        ran.update(out=out["out"].copy_to_host(), gave_up=launch.timed_out_waiting_for())
-        ran["below"] = _wait_with_late_count(wait, TILES - 1, TILES)  # last: it may never return
+
+        def megakernel() -> dict[str, Any]:
+            launch()
+            cuda.synchronize()
+            return {"out": out["out"].copy_to_host(), "gave_up": launch.timed_out_waiting_for()}
+        ran["run"] = _attempt(megakernel)
+        # last: they may never return. Not run once a wait failed the probes above (both score only once wait
+        # returns at the count) or the one before was abandoned (the next would hang the same way)
+        ran["arrives"] = ran["below"] = None
+        if all(p.get("returned") is True and not p["after"] for p in ran["at"][:2]):
+            ran["arrives"] = probe(_counters(TILES - 1, 0), TILES, ARRIVE_NS, ARRIVE_POLLS)
+            if ran["arrives"].get("returned") is not None:
+                ran["below"] = probe(_counters(TILES - 1, TILES + 5), TILES, LATE_NS, SPIN_LIMIT)
         return ran
 
     def score(self, case: Case, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
@@ -400,83 +505,123 @@ class ProtocolJudge:
             why = (f"{job['about']}: {got.run_error.type}: {got.run_error.message[:400]}" if got.run_error else
                    f"{job['about']}: the run returned nothing")
             return [(c, False, why) for c in self.checks]
-        marks = {SIGNAL_ONE: self._signal(ran["signal"]), AT_COUNT: self._at_count(ran["at"]),
-                 **self._ordering(ran["ptx"]), RUN: self._run(job, ran), **self._below(ran["below"])}
+        at_count = self._at_count(ran["at"], ran["arrives"])
+        marks = {SIGNAL_ONE: self._signal(ran["signal"]), AT_COUNT: at_count,
+                 **self._ordering(ran["ptx"]), RUN: self._run(job, ran),
+                 **self._below(ran["below"], at_count)}
         return [(c, *marks[c]) for c in self.checks]
 
     @staticmethod
-    def _signal(after: list[int]) -> tuple[bool, str]:
+    def _signal(after: Any) -> tuple[bool, str]:
+        if isinstance(after, dict):
+            return False, f"signal(counters, {LAYER}) on [5, 7, 9] raised {after['error']}"
         if after == [5, 8, 9]:
-            return True, "signal(counters, 1) on [5, 7, 9] left [5, 8, 9]: one more tile of layer 1"
+            return True, f"signal(counters, {LAYER}) on [5, 7, 9] left [5, 8, 9]: one more tile of layer {LAYER}"
         step = after[1] - 7
         if after[0] != 5 or after[2] != 9:
-            return False, (f"signal(counters, 1) on [5, 7, 9] left {after}: it changed another layer's counter; "
-                           f"add to counters[layer] only")
-        return False, (f"signal(counters, 1) on [5, 7, 9] left {after}: it added {step}, not 1; each tile counts once, "
-                       f"and wait compares the count with the number of tiles")
+            return False, (f"signal(counters, {LAYER}) on [5, 7, 9] left {after}: it changed another layer's "
+                           f"counter; add to counters[layer] only")
+        return False, (f"signal(counters, {LAYER}) on [5, 7, 9] left {after}: it added {step}, not 1; each tile counts "
+                       f"once, and wait compares the count with the number of tiles")
 
     @staticmethod
-    def _at_count(probes: list[dict[str, Any]]) -> tuple[bool, str]:
-        for p in probes:
-            what = "all" if p["start"] == TILES else "more than all"
+    def _at_count(probes: list[Any], arrives: Any) -> tuple[bool, str]:
+        for p in (*probes, arrives or {}):
+            if "error" in p:
+                return False, f"wait(counters, {LAYER}, ...) raised {p['error']}"
+        alone, more, everyone = probes
+        for p in (alone, more):
+            call = _call(p["counters"], p["spin_limit"])
             if p["returned"] is None:
-                return False, (f"{_call(TILES, p['start'])} ({what} tiles counted) never returned, not even once the "
-                               f"count had grown: compare with >= tiles, re-read counters[layer] on every poll")
+                return False, (f"{call} never returned, not even once the count had grown: compare with >= tiles, "
+                               f"re-read counters[layer] on every poll")
             if not p["returned"]:
-                return False, (f"{_call(TILES, p['start'])} ({what} tiles counted) returned False: it must return "
-                               f"True once counters[layer] >= tiles" + (" (not == tiles)" if p["start"] > TILES else
-                                                                         " (not > tiles)"))
-            if p["late"]:
-                return False, (f"{_call(TILES, p['start'])} ({what} tiles counted) returned True only after the count "
-                               f"grew past it: compare counters[layer] >= tiles")
-        return True, f"True at once with {TILES} of {TILES} tiles counted, and with more"
+                if everyone["returned"] and not everyone["after"]:
+                    return False, (f"{call} returned False, and True with counters = {everyone['counters']}: it reads "
+                                   f"another layer's counter; read counters[layer]")
+                return False, (f"{call} returned False: it must return True once counters[layer] >= tiles" +
+                               (" (not == tiles)" if p is more else " (not > tiles)"))
+            if p["after"]:
+                return False, (f"{call} returned True only after the count grew past it: compare counters[layer] "
+                               f">= tiles")
+        call = _call(arrives["counters"], arrives["spin_limit"])
+        came = f"the last tile was counted {arrives['late_ns'] / 1e6:g} ms later"
+        if arrives["returned"] is None:
+            return False, (f"{call} never returned, though {came}: re-read counters[layer] on every poll (the compiler "
+                           f"keeps an acquire load in the loop), and give up after spin_limit + 1 polls")
+        if not arrives["returned"]:
+            return False, (f"{call} returned False before the count came ({came}, well within {arrives['spin_limit']} "
+                           f"polls): keep polling counters[layer] until it reaches tiles or spin_limit + 1 polls have "
+                           f"been made" if not arrives["after"] else
+                           f"{call} returned False though {came}, while it still polled: it must see the count")
+        return True, (f"True at once with {TILES} of {TILES} tiles counted and with more (its neighbours' not), and "
+                      f"True once the last tile was counted while it polled")
 
     @staticmethod
-    def _below(p: dict[str, Any]) -> dict[str, tuple[bool, str]]:
-        seconds = LATE_NS / 1e9
+    def _below(p: Any, at_count: tuple[bool, str]) -> dict[str, tuple[bool, str]]:
+        if not at_count[0]:
+            why = ("not credited until wait returns at the count (above): a wait that never returns True holds below "
+                   "the count and gives up without doing anything")
+            return {BELOW: (False, why), BOUNDED: (False, why)}
+        if "error" in p:
+            return {BELOW: (False, f"wait raised {p['error']}"), BOUNDED: (False, f"wait raised {p['error']}")}
+        seconds, call = LATE_NS / 1e9, _call(p["counters"], p["spin_limit"])
         if p["returned"] is None:
             return {BELOW: (True, "it never returned True below the count"),
-                    BOUNDED: (False, f"{_call(TILES, TILES - 1)} never returned: not after spin_limit + 1 polls, and "
-                                     f"not when the last tile was counted {seconds:g} s later (abandoned after "
-                                     f"{PROBE_SECONDS:g} s more): count your polls and return False after spin_limit + 1, "
-                                     f"and re-read counters[layer] each time")}
-        if p["returned"] and not p["late"]:
-            return {BELOW: (False, f"{_call(TILES, TILES - 1)} returned True with {TILES - 1} of {TILES} tiles counted: "
+                    BOUNDED: (False, f"{call} never returned: not after spin_limit + 1 polls, and not when the last "
+                                     f"tile was counted {seconds:g} s later (abandoned after {PROBE_SECONDS:g} s more): "
+                                     f"count your polls and return False after spin_limit + 1, and re-read "
+                                     f"counters[layer] each time")}
+        if p["returned"] and not p["after"]:
+            return {BELOW: (False, f"{call} returned True with {TILES - 1} of {TILES} tiles of layer {LAYER} counted: "
                                    f"the block would read rows of x_l nobody has written yet; return True only once "
                                    f"counters[layer] >= tiles (and poll: do not assume)"),
                     BOUNDED: (True, "it returned before the last tile was counted")}
         if p["returned"]:
             return {BELOW: (True, "it did not return True below the count"),
-                    BOUNDED: (False, f"{_call(TILES, TILES - 1)} kept polling until the last tile was counted "
-                                     f"{seconds:g} s later: after spin_limit + 1 = {SPIN_LIMIT + 1} polls it must give "
-                                     f"up and return False (the megakernel then reports the error: never a hang)")}
-        return {BELOW: (True, f"False with {TILES - 1} of {TILES} tiles counted"),
+                    BOUNDED: (False, f"{call} kept polling until the last tile was counted {seconds:g} s later: after "
+                                     f"spin_limit + 1 = {SPIN_LIMIT + 1} polls it must give up and return False (the "
+                                     f"megakernel then reports the error: never a hang)")}
+        return {BELOW: (True, f"False with {TILES - 1} of {TILES} tiles counted (the other layers' done)"),
                 BOUNDED: (True, f"it gave up (False) before the last tile was counted, {seconds:g} s later")}
 
-    def _ordering(self, ptx: dict[str, str] | None) -> dict[str, tuple[bool | None, str]]:
+    def _ordering(self, ptx: dict[str, dict[str, str]] | None) -> dict[str, tuple[bool | None, str]]:
         if ptx is None:
             return {c: (None, self.not_counted(c) or "") for c in self.ordering}
-        if ptx["status"] == "environment":  # the machine's fault: given, never lost (as the compile gate does)
-            why = (f"not checked: numba's compiler failed here ({ptx['message']}); the grading machine's problem, "
-                   f"not your code's: the points are given (instructors: `kernels-lab doctor`)")
-            return {c: (True, why) for c in self.ordering}
-        if ptx["status"] != "compiled":
-            why = f"numba's real compiler rejects the probe kernel that calls your functions: {ptx['message']}"
-            return {c: (False, why) for c in self.ordering}
-        release, acquire = release_problem(ptx["signal"]), acquire_problem(ptx["wait"])
-        return {RELEASE: (release is None, release or "from its PTX: the count is released after the block's stores"),
-                ACQUIRE: (acquire is None, acquire or "from its PTX: the poll is an acquire, re-read in the loop")}
+        marks = {}
+        for check, name in ((RELEASE, "signal"), (ACQUIRE, "wait")):
+            got = ptx[name]
+            if got["status"] == "environment":  # the machine's fault: given, never lost (as the compile gate does)
+                marks[check] = (True, f"not checked: numba's compiler failed here ({got['message']}); the grading "
+                                      f"machine's problem, not your code's: the points are given (instructors: "
+                                      f"`kernels-lab doctor`)")
+            elif got["status"] != "compiled":
+                marks[check] = (False, f"numba's real compiler rejects {name} (the simulator runs more than a GPU "
+                                       f"compiles):\n{got['message']}")
+            else:
+                problem, seen = (release_problem if check == RELEASE else acquire_problem)(got["ptx"])
+                marks[check] = (problem is None, problem or seen)
+        return marks
 
     @staticmethod
     def _run(job: dict[str, Any], ran: dict[str, Any]) -> tuple[bool, str]:
         from ...checks import compare
         w = decode.WORKLOAD
         size = w.size(**job["size"])
+        barrier = [f"{name} calls {', '.join(calls)}" for name, calls in ran["barriers"].items() if calls]
+        if barrier:
+            return False, (f"{'; '.join(barrier)}: only thread 0 calls signal and wait, so that barrier waits for "
+                           f"threads that never come to it (on a GPU the block deadlocks, or it meets the block's "
+                           f"next barrier and the threads run out of step); the megakernel's own barrier before "
+                           f"signal is the one that orders the block's stores: remove it")
+        got = ran["run"]
+        if "error" in got:
+            return False, f"at {size} the megakernel raised {got['error']}"
         want = w.reference(w.make_inputs(size, np.random.default_rng(job["seed"])))["out"]
-        if ran["gave_up"] is not None:
-            return False, (f"at {size} a wait for layer {ran['gave_up']} gave up: does signal add 1 to counters[layer] "
+        if got["gave_up"] is not None:
+            return False, (f"at {size} a wait for layer {got['gave_up']} gave up: does signal add 1 to counters[layer] "
                            f"for every tile, and does wait return True once counters[layer] >= tiles?")
-        _, bad = compare("out", np.asarray(ran["out"]), want, w.tolerance)
+        _, bad = compare("out", np.asarray(got["out"]), want, w.tolerance)
         if bad is not None:
             return False, (f"at {size}: {bad.bad} elements wrong, first out{list(bad.index)}: expected "
                            f"{bad.expected:.6g}, got {bad.got:.6g}")
@@ -494,5 +639,4 @@ decode.WORKLOAD.add_exercise(Exercise(
     cases=(Case(decode.WORKLOAD.size(hidden=BACKEND.size(gpu=1000, simulator=11),
                                      layers=BACKEND.size(gpu=8, simulator=2), batch=2), 71),),
     argument_order=("signal", "wait"), judge="kernels_lab.topics.decode.protocol:PROTOCOL_JUDGE",
-    points={SIGNAL_ONE: 1, RELEASE: 1.5, AT_COUNT: 1, BELOW: 1.5, BOUNDED: 1.5, ACQUIRE: 1.5, RUN: 2}))
-
+    points={SIGNAL_ONE: 1, RELEASE: 1.5, AT_COUNT: 1.5, BELOW: 1, BOUNDED: 1, ACQUIRE: 1.5, RUN: 2.5}))

@@ -253,26 +253,15 @@ def kernel_switches(kernel: Any) -> tuple[bool, bool]:
     return "griddepcontrol.wait" in ptx, "griddepcontrol.launch_dependents" in ptx
 
 
-_LOCAL_LOADS = (".param", ".shared", ".local", ".const")
-
-
 def ptx_read_before_wait(ptx: str) -> str | None:
     """The first load of global memory that comes before griddepcontrol.wait in a kernel's PTX (numba's
     array loads are generic `ld.f32`, a few `ld.global`; parameters, shared, local and constant loads do
     not count), or None: no such load, or no wait at all (a finding of its own). The wait is an asm
     statement with a memory clobber, so the compiler moves no load across it: the order in the PTX is
     the order in the kernel."""
-    lines = ptx.splitlines()
-    start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith(".entry") or " .entry " in ln), 0)
-    body = lines[start:]
-    wait = next((i for i, ln in enumerate(body) if "griddepcontrol.wait" in ln), None)
-    if wait is None:
-        return None
-    for ln in body[:wait]:
-        op = ln.strip().split(" ")[0].split("\t")[0]
-        if (op.startswith("ld.") or op.startswith("ldu.")) and not any(k in op for k in _LOCAL_LOADS):
-            return f"`{ln.strip()}` comes before griddepcontrol.wait in its PTX"
-    return None
+    from ...grading.ptx import first_load_before
+    load = first_load_before(ptx, "griddepcontrol.wait")
+    return None if load is None else f"`{load}` comes before griddepcontrol.wait in its PTX"
 
 
 @contextlib.contextmanager
