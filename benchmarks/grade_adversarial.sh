@@ -71,6 +71,8 @@ export py mini OUT escape_target
 } | xargs -P "$JOBS" -I{} bash -c 'grade_one {}' > "$OUT/adversarial/blocks.txt"
 printf '%s\n' "fuse_chain $sols/fuse_correct.py" "fuse_chain tests/submissions/fuse_no_bounds_guard.py" \
               "block_sums tests/submissions/block_sums_no_barrier.py" \
+              "fuse_chain tests/submissions/adversarial/speed_early_return.py" \
+              "fuse_chain tests/submissions/adversarial/speed_patch_timing.py" \
   | xargs -P "$JOBS" -L1 bash -c 'lesson_one "$0" "$1"' >> "$OUT/adversarial/blocks.txt"
 # other styles, right and wrong, of the later exercises (tests/test_grading_styles.py: their verdicts on the simulator)
 styles="softmax_warp_per_row softmax_block_stride_atomics softmax_max_from_zero softmax_warp_reduce_only
@@ -132,6 +134,14 @@ x = g("block_sums_no_barrier")
 check("block_sums_no_barrier: racecheck finds the race", x is not None and test(x, "no race under perturbed schedules")["score"] == 0)
 x = g("fuse_correct")
 check("fuse_correct: full marks with speed and sanitizers", x is not None and x["score"] == x["max_score"] > 0)
+# issue 33 item 3: the speed point cannot be bought (timed in a clean process, outputs that hold numbers before
+# every timed run, every run checked); both kernels are right, so only the speed point is theirs to lose
+for name, why in (("speed_early_return", "timed runs at the speed size"), ("speed_patch_timing", "slower: ")):
+    x = g(f"lesson_{name}")
+    t = test(x, "speed") or {}
+    check(f"{name}: right, and loses the speed point ({t.get('output', '')[:120]!r})", x is not None
+          and t.get("max_score") == 1 and t.get("score") == 0 and why in t.get("output", "")
+          and test(x, "correct (public)")["score"] == 3 and test(x, "correct (hidden)")["score"] == 3)
 x = g("device_helper")
 check("device_helper: compiles (a plain device function needs no driver)", x is not None and test(x, "compiles for the course's GPUs")["status"] == "passed")
 x = g("spin_on_hidden")

@@ -202,23 +202,30 @@ def test_gpu_grading_times_against_the_reference_and_runs_the_sanitizers():
 
 
 def test_speed_credit_needs_a_correct_output_at_the_speed_size():
+    from kernels_lab.grading.cases import speed_inputs, speed_job
     from kernels_lab.grading.judge import speed_test
     from kernels_lab.grading.records import ChildRun
     ex = get_exercise("fuse_chain")
-    n = 1000
-    inputs = ex.spec.make_inputs(ex.spec.size(n), np.random.default_rng(0))
-    idx = np.array([0, 17, n - 1])
-    want = ex.spec.reference(inputs)["out"].astype(np.float32)
-    times = {"student_ms": [1.0] * 9, "reference_ms": [2.0] * 9, "error": None}
-    job = {"size": ex.spec.size(n), "inputs": inputs, "check_indices": idx}
-    good = ChildRun("ok", report={"speed": {**times, "outputs": {"out": want[idx]}}}, speed_job=job)
-    result, board = speed_test(ex, good, 1)
+    job = {**speed_job(ex), "size": ex.spec.size(1000)}
+    idx = np.array([0, 17, 999])
+    want = ex.spec.reference(speed_inputs("elementwise", job["size"], 7, 1))["out"].astype(np.float32)
+    times = {"student_ms": [1.0] * 9, "reference_ms": [2.0] * 9, "wrong_reps": [], "error": None, "seed": 7,
+             "input_set": 1, "check_indices": idx}
+    # the submission's child sends only its compiled kernel: whatever else its report says is never read
+    forged = {"image": np.zeros(4, np.uint8), "entry_name": "k", "error": None, "student_ms": [1e-6] * 9}
+    child = ChildRun("ok", report={"speed": forged}, speed_job=job)
+
+    def timer(outputs, wrong=()):
+        return lambda ex_, job_, exported: {**times, "outputs": {"out": outputs}, "wrong_reps": list(wrong)}
+    result, board = speed_test(ex, child, 1, timer(want[idx]))
     assert result.score == 1 and "faster" in result.output and board[0]["value"] == 0.5
     wrong = want[idx].copy()
     wrong[1] += 1
-    bad = ChildRun("ok", report={"speed": {**times, "outputs": {"out": wrong}}}, speed_job=job)
-    result, board = speed_test(ex, bad, 1)
+    result, board = speed_test(ex, child, 1, timer(wrong))
     assert result.score == 0 and "index 17" in result.output and board == []
+    result, board = speed_test(ex, child, 1, timer(want[idx], wrong=[[3, 1000]]))  # right at the end, not always
+    assert result.score == 0 and board == [] and "wrong in 1 of 80 timed runs" in result.output
+    assert "first: run 4, 1000 element(s) differ" in result.output
 
 
 def test_the_compile_gate_targets_the_course_architecture(monkeypatch):

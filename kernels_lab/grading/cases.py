@@ -110,16 +110,16 @@ def load_judge(exercise: Exercise) -> Any:
 
 
 def speed_job(exercise: Exercise) -> dict[str, Any]:
-    """What the child's speed run is given: inputs at the speed size, the reference to time against,
-    and which output elements to send back (the parent checks them)."""
-    spec, workload = exercise.speed, exercise.spec
-    rng = np.random.default_rng(90210)
-    inputs = workload.make_inputs(spec.size, rng)
-    outputs = workload.output_specs(spec.size)
-    n = min(int(np.prod(shape)) for shape, _ in outputs.values())
-    # the child returns the output at these indices only (a whole large output would pass the
-    # child's file-size limit); the last element is always among them
-    check = np.unique(np.append(rng.integers(0, n, 1 << 16), n - 1))
-    return {"size": spec.size, "inputs": inputs, "output_specs": outputs, "check_indices": check,
-            "config": exercise.configs[0](spec.size), "reference": spec.reference,
-            "reference_config": spec.reference_config(spec.size), "reps": spec.reps}
+    """What the speed run is given. The submission's child compiles its kernel for these argument types
+    and hands the image over (speed.export); the clean timing process (timing_child) is given the same
+    and, from the parent only (speed.timed), the seed of its inputs and the output indices to send back."""
+    spec, tol = exercise.speed, exercise.tol()
+    return {"workload": exercise.workload, "size": spec.size, "config": exercise.configs[0](spec.size), "reference": spec.reference,
+            "reference_config": spec.reference_config(spec.size), "reps": spec.reps,
+            "argument_order": exercise.arguments(spec.size), "rtol": float(tol.rtol), "atol": float(tol.atol)}
+
+
+def speed_inputs(workload: str, size: Any, seed: int, input_set: int) -> dict[str, Any]:
+    """The inputs of one of the speed run's two sets (timing_child makes them; the parent checks with them)."""
+    from ..core import get_workload
+    return get_workload(workload).make_inputs(size, np.random.default_rng([seed, input_set]))

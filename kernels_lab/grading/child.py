@@ -370,7 +370,7 @@ def main(job_path: str, report_path: str, progress_path: str | None = None) -> i
         save()
     if job.get("speed"):
         progress("speed")
-        report["speed"] = run_speed(entry, job["argument_order"], job["speed"])
+        report["speed"] = run_speed(entry, job["argument_order"], job["cases"][0])
         save()
     progress("done")
     return 0
@@ -409,18 +409,15 @@ def run_data_case(entry, judge, case: dict, name: str) -> dict:
     return result
 
 
-def run_speed(entry, argument_order, spec: dict) -> dict:
-    """Time the student's kernel against the reference, interleaved (GPU): times and the student's output."""
+def run_speed(entry, argument_order, case: dict) -> dict:
+    """The kernel compiled for the speed run's argument types (those of a graded case's arguments): its image
+    and entry name, for the clean timing process (speed.export); nothing is timed in this process."""
     from kernels_lab.arrays import poisoned, to_device
-    from kernels_lab.grading.speed import load_reference, measure
+    from kernels_lab.grading.speed import export
     try:
-        dev_in = to_device(spec["inputs"])
-        mine, theirs = poisoned(spec["output_specs"]), poisoned(spec["output_specs"])
-        args = [[outs[k] if k in outs else dev_in[k] for k in argument_order] for outs in (mine, theirs)]
-        times = measure(entry, load_reference(spec["reference"]), *args, spec["config"], spec["reference_config"],
-                        spec["reps"])
-        idx = spec["check_indices"]
-        return {**times, "outputs": {k: v.copy_to_host().reshape(-1)[idx] for k, v in mine.items()}, "error": None}
+        dev_in, dev_out = to_device(case["inputs"]), poisoned(case["output_specs"])
+        return {**export(entry, tuple(dev_out[k] if k in dev_out else dev_in[k] for k in argument_order)),
+                "error": None}
     except Exception as e:  # noqa: BLE001  (a kernel that fails here loses the speed check only)
         return {"error": _describe(e)}
 

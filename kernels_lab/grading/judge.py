@@ -351,18 +351,29 @@ def _gate(ev: Evidence, points: float) -> TestResult:
     return TestResult(GATE, points if g.status == "passed" else 0, points, g.status, g.message)
 
 
-def speed_test(ex: Exercise, run: Any, points: float) -> tuple[TestResult, list[dict[str, Any]]]:
-    """The speed check of a graded child's run (records.ChildRun): for a kernel correct at the speed size."""
-    data, job = (run.report or {}).get("speed"), run.speed_job
+def speed_test(ex: Exercise, run: Any, points: float,
+               timer: Callable[..., dict[str, Any]] = speed_check.timed) -> tuple[TestResult, list[dict[str, Any]]]:
+    """The speed check of a graded child's run (records.ChildRun): its exported kernel timed in a clean
+    process (timer: speed.timed), right in every timed run and at the sampled indices against float64."""
+    from .cases import speed_inputs
+    exported, job = (run.report or {}).get("speed"), run.speed_job
     if job is None:
         return TestResult(SPEED, 0, 0, "skipped", "this exercise has no speed measurement"), []
-    if data is None:
+    if exported is None:
         return TestResult(SPEED, 0, points, "failed", f"the speed run did not finish ({run.detail or run.outcome})"), []
-    if data["error"]:
+    data = exported if exported.get("error") else timer(ex, job, exported)
+    if data.get("error"):
         e = data["error"]
         return TestResult(SPEED, 0, points, "failed", f"the speed run failed: {e['type']} {e['where']}: "
                                                        f"{e['message']}"), []
-    ref, idx = ex.spec.reference(job["inputs"]), job["check_indices"]
+    if data["wrong_reps"]:
+        rep, bad = data["wrong_reps"][0]
+        return TestResult(SPEED, 0, points, "failed", f"wrong in {len(data['wrong_reps'])} of {job['reps']} timed "
+                                                       f"runs at the speed size {job['size']} (first: run {rep + 1}, "
+                                                       f"{bad} element(s) differ from the reference's; each run "
+                                                       f"starts from outputs that hold no answer): no speed credit"), []
+    ref, idx = ex.spec.reference(speed_inputs(job["workload"], job["size"], data["seed"], data["input_set"])), \
+        data["check_indices"]
     for out_name, expected in ref.items():
         _, bad = compare(out_name, data["outputs"][out_name], expected.reshape(-1)[idx], ex.tol())
         if bad is not None:

@@ -1,8 +1,11 @@
 """Speed on a GPU: the student's kernel against the reference solution, interleaved, classed conservatively.
 
-In the child (on a GPU only): both kernels run on the same inputs, rep by rep in turn, each
-after an L2 flush, timed with CUDA events (instrument.timing), so clock drift and a noisy
-neighbour hit both alike. Each repetition gives one ratio student / reference.
+The submission's child only compiles: it hands over the image numba linked for the speed size's
+argument types (export). The parent then starts a clean timing process (timing_child, confined like
+every child; timed), where the submission's Python never ran: both kernels run on inputs made there,
+rep by rep in turn, each after its output is filled with numbers that are not the answer and an L2
+flush, timed with CUDA events, and every repetition's output is checked against the reference's.
+Each repetition gives one ratio student / reference; a wrong result in any of them loses the point.
 
 In the parent: the ratios' median is the leaderboard value (lower is faster); the class
 comes from their quartiles, so a claim needs the spread to back it:
@@ -15,9 +18,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..core import Exercise
 
 MARGIN = 0.05
 
@@ -35,15 +41,57 @@ def load_reference(path: str):
     return getattr(importlib.import_module(module), attr)
 
 
-def measure(entry, reference, student_args: list, reference_args: list, config: tuple[int, int],
-            reference_config: tuple[int, int], reps: int) -> dict[str, list[float]]:
-    """Child side: interleaved event times (ms) of the student's launch and the reference's,
-    each writing its own output array (the student's is checked by the parent afterwards)."""
-    from ..instrument.timing import time_launchers
-    student = entry[config[0], config[1]]
-    ref = reference[reference_config[0], reference_config[1]]
-    ts, tr = time_launchers([lambda: student(*student_args), lambda: ref(*reference_args)], reps=reps)
-    return {"student_ms": list(ts.samples_ms), "reference_ms": list(tr.samples_ms)}
+def export(kernel, args: tuple) -> dict[str, Any]:
+    """Submission's child: the image (cubin) numba links for `kernel` with these arguments' types, and its
+    entry name. numba internals (numba-cuda 0.30): _Kernel._codelibrary.get_cubin() (a cuda.core ObjectCode,
+    its bytes in .code) and ._entry_name; tests/test_grading_adversarial.py fails loudly if they move."""
+    import numpy as np
+    from ..launch_paths import compiled_for
+    library = compiled_for(kernel, args)._codelibrary
+    image = library.get_cubin()
+    return {"image": np.frombuffer(bytes(getattr(image, "code", image)), np.uint8),
+            "entry_name": str(library._entry_name)}
+
+
+def timed(ex: "Exercise", job: dict[str, Any], exported: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
+    """Parent: the exported image timed and checked in a clean confined process (timing_child). Its inputs'
+    seed and the output indices it sends back are drawn here, never sent to the submission's child."""
+    import pickle
+    import secrets
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    from .confine import DRIVER_WRITES, hand_over, scratch_folder
+    from .lifecycle import read_report, run_confined
+    from .records import ReportError
+    seed, nonce = secrets.randbits(63), secrets.token_hex(16)
+    n = min(int(np.prod(shape)) for shape, _ in ex.spec.output_specs(job["size"]).values())
+    check = np.unique(np.append(np.random.default_rng(seed).integers(0, n, 1 << 16), n - 1))
+    with tempfile.TemporaryDirectory(prefix="kl-speed-") as tmp:
+        tmp = Path(tmp)
+        scratch = scratch_folder(tmp)
+        job_path, report_path = scratch / "job.pkl", scratch / "report.json"
+        with open(job_path, "wb") as f:
+            pickle.dump({**job, "seed": seed, "check_indices": check, "nonce": nonce,
+                         "image": bytes(np.asarray(exported["image"], np.uint8)), "entry_name": exported["entry_name"]},
+                        f)
+        hand_over(job_path)
+        got = run_confined([sys.executable, "-m", "kernels_lab.grading.timing_child", str(job_path), str(report_path),
+                            str(scratch / "progress.json")], tmp, run_s=timeout_s, total_s=timeout_s + 120,
+                           address_limit=False, extra_writable=DRIVER_WRITES,
+                           phase_limits={"speed": timeout_s, "start": 120.0})
+        try:
+            report = read_report(report_path)
+        except ReportError as e:
+            report = {"error": {"type": "ReportError", "message": str(e), "where": ""}}
+    if report is None or report.get("nonce", nonce) != nonce:
+        why = "timed out" if got.timed_out else f"exit {got.exit_code}, signal {got.signal}"
+        return {"error": {"type": "TimingProcess", "where": "", "message": f"the timing process wrote no report "
+                                                                           f"({why}): {got.stderr[-300:]}"}}
+    return {**report, "seed": seed, "check_indices": check}
 
 
 @dataclass(frozen=True)
