@@ -115,11 +115,76 @@ def test_graph_pdl_waits_in_every_layer_and_triggers_in_all_but_the_last(rng):
     assert SIM_CALLS["trigger"] - before["trigger"] == 2 * tiles * threads
 
 
+
+# -- the double-buffered megakernel: two tiles in flight per block, one poll and one count per run -----------
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator's serial blocks")
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+def test_the_double_buffered_megakernel_matches_float64_at_any_look_ahead(rng, prefetch):
+    size = W.size(hidden=11, layers=3, batch=2)
+    launch, out, ref = _run(size, rng, double_buffered=True, prefetch=prefetch)
+    np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
+    assert launch.timed_out_waiting_for() is None and (launch.counters.copy_to_host() == 0).all()
+    launch()  # the counters were zeroed by the last block out: a second launch runs as the first
+    np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.skipif(not ON_SIMULATOR, reason="GPU-shaped rows on the simulator")
+def test_the_double_buffered_megakernel_with_gpu_shaped_rows(rng):
+    # two warps per row (shuffles, then shared memory), 16-byte loads past the row's end, an odd tile count
+    geo = dk.geometry(40, 1, threads=128, slot_lanes=32, row_threads=64)
+    launch, out, ref = _run(W.size(hidden=40, layers=2, batch=1), rng, geometry=geo, double_buffered=True)
+    np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.skipif(not ON_SIMULATOR, reason="tracing needs the simulator")
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_the_double_buffered_megakernel_polls_once_per_layer_and_counts_once_per_run(rng, prefetch):
+    # the plan counts one poll per block and layer and one release add per run of a block's tiles (and the
+    # table entries the look-ahead reads): the traced bytes equal it, and its counter traffic is below the
+    # megakernel's, which polls and adds per tile
+    from kernels_lab.instrument.trace import tracing
+    size = W.size(hidden=13, layers=3, batch=1)
+    inputs = to_device(W.make_inputs(size, rng))
+    launch = decode.bind_megakernel_with(inputs, poisoned(W.output_specs(size)), double_buffered=True,
+                                         prefetch=prefetch)
+    with tracing() as trace:
+        launch()
+    (traced,), (planned,) = trace.launches, decode.plan_megakernel(size, double_buffered=True,
+                                                                   prefetch=prefetch).launches
+    assert (traced.bytes_read, traced.bytes_written) == (planned.bytes_read, planned.bytes_written)
+    mega = decode.plan_megakernel(size).launches[0]
+    of_layer0 = (launch.table[:, :, 0] == dk.OP_TILE) & (launch.table[:, :, 1] == 0)
+    assert of_layer0.sum(axis=1).max() > 1  # a block runs several tiles of a layer: the counts differ
+    assert planned.bytes_written < mega.bytes_written
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator's serial blocks")
+def test_the_double_buffered_megakernel_gives_up_on_a_missing_tile(rng):
+    size = W.size(hidden=11, layers=2, batch=1)
+    geo = decode.megakernel_geometry(11, 1, double_buffered=True)
+    table = dk.instruction_table(2, geo.tiles, 2, serial=True)
+    first = table[0][table[0, :, 0] == dk.OP_TILE]
+    table[0, :len(first) - 1] = first[1:]  # block 0 runs tiles 1.. of layer 0 only
+    table[0, len(first) - 1] = (dk.OP_END, 0, 0)
+    launch, out, ref = _run(size, rng, table=table, spin_limit=3, double_buffered=True)
+    assert launch.timed_out_waiting_for() == 0
+    assert (launch.counters.copy_to_host() == 0).all()
+    with pytest.raises(decode.DependencyTimeout, match="gave up waiting for layer 0"):
+        launch()
+
+
+def test_the_double_buffered_megakernel_refuses_a_students_protocol(rng):
+    size = W.size(hidden=6, layers=2, batch=1)
+    with pytest.raises(ArgumentError, match="its own protocol"):
+        decode.bind_megakernel_with(to_device(W.make_inputs(size, rng)), poisoned(W.output_specs(size)),
+                                    double_buffered=True, protocol=(dk.signal_release, dk.wait_acquire))
+
 def test_plans_count_the_weights_once_per_layer_and_the_launches():
     size = W.size(hidden=21, layers=4, batch=3)
     plans = {v: W.variant(v).plan(size) for v in W.variants}
     assert {v: p.n_launches for v, p in plans.items()} == {
-        "unfused": 12, "fused": 4, "graph": 4, "graph_pdl": 4, "persistent": 1, "megakernel": 1}
+        "unfused": 12, "fused": 4, "graph": 4, "graph_pdl": 4, "persistent": 1, "megakernel": 1, "megakernel_db": 1}
     weights = 4 * 4 * 21 * 21
     for v, p in plans.items():
         assert p.bytes_read >= weights, v
@@ -146,18 +211,19 @@ def test_bad_arguments_are_named(rng):
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_the_megakernel_waits_for_real_and_gives_up_when_a_tile_is_missing(rng):
+@pytest.mark.parametrize("double_buffered", [False, True])
+def test_on_a_gpu_the_megakernel_waits_for_real_and_gives_up_when_a_tile_is_missing(rng, double_buffered):
     # every block resident and running at once: the GPU's own table (layers spread over the blocks), and
     # the same table without one tile of layer 0, where the bounded wait must end in the error
     size = W.size(hidden=1000, layers=4, batch=3)
-    launch, out, ref = _run(size, rng)
+    launch, out, ref = _run(size, rng, double_buffered=double_buffered)
     np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
     launch()  # the counters were zeroed for this second launch
     np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
     table = launch.table.copy()
     blk, slot = np.argwhere((table[:, :, 0] == dk.OP_TILE) & (table[:, :, 1] == 0))[0]
     table[blk] = np.concatenate([np.delete(table[blk], slot, axis=0), [(dk.OP_END, 0, 0)]])
-    broken, _, _ = _run(size, rng, table=table, spin_limit=1000)
+    broken, _, _ = _run(size, rng, table=table, spin_limit=1000, double_buffered=double_buffered)
     from kernels_lab.runtime import cuda
     cuda.synchronize()
     assert broken.timed_out_waiting_for() is not None  # layer 0, or a later one whose waiters gave up in turn
@@ -165,3 +231,62 @@ def test_on_a_gpu_the_megakernel_waits_for_real_and_gives_up_when_a_tile_is_miss
         broken()
 
 
+
+
+# -- what the benchmark's results print: no target lines for students, the DRAM floor only where it binds ------
+
+def _committed():
+    import json
+    from pathlib import Path
+    return json.loads((Path(__file__).resolve().parents[1] / "figures" / "data" / "decode_h200.json").read_text())
+
+
+def test_the_table_names_no_target_and_no_dram_floor_where_the_weights_fit_in_l2():
+    from kernels_lab.topics.decode import figures
+    doc = _committed()
+    text = figures.table(doc)
+    assert "target" not in text.lower() and "MET" not in text and "missed" not in text
+    line = next(line for line in text.splitlines() if "DRAM floor" in line)
+    floor = [line[k:k + 11].strip() for k in range(21, len(line), 11)]  # the table's 11-character cells
+    # 60 MiB of L2: 8 layers of 1024^2 (32 MiB) fit, 16 layers (64 MiB) and every larger hidden do not
+    configs = sorted({(r["size"]["hidden"], r["size"]["layers"], r["size"]["batch"]) for r in doc["records"]})
+    for (hidden, layers, _), cell in zip(configs, floor):
+        assert (cell == "in L2") == (4 * layers * hidden ** 2 <= 60 * 2 ** 20), (hidden, layers, cell)
+    assert "target 0.85" in figures.targets(doc["records"])  # the benchmark's own report keeps them
+
+
+def test_the_per_layer_gaps_are_differences_of_the_named_variants():
+    from kernels_lab.topics.decode import figures
+    doc = _committed()
+    gaps = figures.layer_gaps(doc["records"], 1024)
+    at = {r["variant"]: r["us_per_pass"] / 8 for r in doc["records"] if r.get("version") is None
+          and (r["size"]["hidden"], r["size"]["layers"], r["size"]["batch"]) == (1024, 8, 1)}
+    assert gaps == pytest.approx({"host_issue": at["fused"] - at["graph"],
+                                  "pdl_overlap": at["graph"] - at["graph_pdl"],
+                                  "boundary_left": at["graph_pdl"] - at["megakernel"]})
+
+
+def test_the_deficit_table_lists_each_kernels_residency_and_bytes_in_flight():
+    from kernels_lab.topics.decode import figures
+    from kernels_lab.topics.decode.occupancy import Residency
+    doc = _committed()
+    held = Residency(threads=256, regs_per_thread=127, local_bytes_per_thread=0, resident_per_sm=2,
+                     blocks_per_sm=2.0, tile_bytes=65536, tiles_in_registers=1, tiles_prefetched=1)
+    assert held.in_flight_per_sm == 2 * 65536 * 2
+    recs = [dict(r, residency=held.record()) if r["variant"] == "megakernel" else r for r in doc["records"]]
+    text = figures.deficit_table({"meta": doc["meta"], "records": recs})
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["megakernel"])
+    assert row.split()[1:6] == ["264", "256", "127", "2", "2.00"] and row.split()[7] == "1+1" and "256" in row.split()[8]
+    assert figures.deficit_table(doc) == ""  # a run without residencies has no such table
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_residency_is_read_from_the_compiled_megakernels(rng):
+    from kernels_lab.topics.decode import occupancy
+    size = W.size(hidden=1024, layers=2, batch=1)
+    for double_buffered in (False, True):
+        launch, out, ref = _run(size, rng, double_buffered=double_buffered)
+        held = occupancy.of_variant("megakernel", launch, size)
+        assert 32 <= held.regs_per_thread <= 255 and held.local_bytes_per_thread == 0  # w[] stayed in registers
+        assert held.resident_per_sm >= 1 and held.blocks_per_sm <= held.resident_per_sm
+        assert held.tiles_in_registers == (2 if double_buffered else 1)

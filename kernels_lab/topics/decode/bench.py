@@ -1,22 +1,28 @@
 """A decode step's chain of dense layers on one GPU in one run: every variant checked, then timed.
 
     PYTHONPATH=$PWD python -m kernels_lab.topics.decode.bench OUT_DIR [--budget-s 200]
+    PYTHONPATH=$PWD python -m kernels_lab.topics.decode.bench OUT_DIR --layers 8 --batch 1   (issue 34 item 3:
+        hidden 1024 / 2048 / 4096 and the hidden-4096 sweep, about 3 minutes on an H200)
 
 For hidden in (1024, 2048, 4096), layers in (8, 16), batch in (1, 4, 16), the issue's targets first
 (8 layers, batch 1), then the rest while the time budget lasts (what was left out is listed in the
 results' meta and printed):
 1. the copy ceiling (profile.ceiling: the better of driver memcpy and a 16-byte copy kernel);
-2. every registered decode variant run once on fresh inputs into poisoned outputs and checked against
-   float64; a wrong or failing one is reported and not timed;
+2. every registered decode variant (and at batch 1 the megakernel's other shapes, VERSIONS; at hidden 4096
+   the double-buffered megakernel's sweep, SWEEP) run once on fresh inputs into poisoned outputs and checked
+   against float64; a wrong or failing one is reported and not timed;
 3. anchors, when torch imports (torch is not a dependency of the project): the eager loop
    (F.linear + tanh-GELU per layer), that loop captured in a torch CUDA graph, and
    torch.compile(mode="reduce-overhead") of it (batch 1, 8 layers by default: each shape compiles anew, for
    tens of seconds), checked the same way;
 4. two times per variant and anchor: steady state, PASSES passes back to back between two events
    (median over REPS, interleaved), and the latency of one pass with its launch (host clock from the
-   call to the end of a synchronize, median);
+   call to the end of a synchronize, median); each kernel's residency read from the compiled kernel
+   (occupancy.py: registers, blocks per SM, weight bytes in flight per SM); both megakernels' own
+   %globaltimer timelines at hidden 1024 and 4096;
 5. OUT_DIR/decode_bench.json (results v1: us_per_pass, latency_us, weight_bytes, floor_us = weight bytes /
-   the copy ceiling), the figures of figures.py, and a table with the targets.
+   the copy ceiling, weights_in_l2: that floor does not bind), the figures of figures.py, and the tables:
+   every variant, the hidden-4096 residency sweep, the targets.
 """
 
 from __future__ import annotations
@@ -34,22 +40,36 @@ import numpy as np
 from kernels_lab.arrays import poisoned
 from kernels_lab.checks import compare
 from kernels_lab.core import Size, get_workload
-from kernels_lab.topics.decode.figures import figures, table
+from kernels_lab.topics.decode.figures import deficit_table, figures, table, targets
 from kernels_lab.profile.ceiling import measure_copy_ceiling
 from kernels_lab.profile.results import dump, make_meta
 from kernels_lab.runtime import cuda, device_facts
-from kernels_lab.topics.decode import workload as decode
+from kernels_lab.topics.decode import occupancy, workload as decode
 
 W = get_workload("decode")
 HIDDEN, LAYERS, BATCH = (1024, 2048, 4096), (8, 16), (1, 4, 16)
 PASSES, REPS, LATENCY_REPS = 20, 9, 25
-# timed beside the registered megakernel at batch 1 (records carry "version"): other blocks-per-SM counts,
+# timed beside the registered megakernels at batch 1 (records carry "version"): other blocks-per-SM counts,
 # and 128-thread blocks (half the rows per tile: twice the tiles per layer), 4 per SM
 VERSIONS = {**{f"megakernel_{k}sm": decode.megakernel_variant(f"megakernel_{k}sm", k, f"megakernel, {k} block(s) per SM")
                for k in (1, 4) if k != decode.MEGA_BLOCKS_PER_SM},
             "megakernel_t128": decode.megakernel_variant("megakernel_t128", 4, "megakernel, 4 blocks of 128 threads "
                                                          "per SM", threads=128)}
-TIMELINE_SIZES = ((1024, 8, 1), (4096, 8, 1))  # a stamped megakernel run each: when each layer waits and ends
+# and at hidden 4096 only (the deficit's sweep): the double-buffered megakernel's L2 look-ahead, blocks per
+# SM, tile size (64 threads a row: two 64 KB tiles a block, one block an SM) and block size
+SWEEP_HIDDEN = 4096
+SWEEP = {**{f"megakernel_db_p{p}": decode.megakernel_variant(
+                f"megakernel_db_p{p}", about=f"megakernel_db, {p} tile(s) asked of L2 beyond its two",
+                double_buffered=True, prefetch=p) for p in (0, 2, 4) if p != decode.DB_PREFETCH},
+         "megakernel_db_1sm": decode.megakernel_variant("megakernel_db_1sm", 1, "megakernel_db, 1 block per SM",
+                                                        double_buffered=True),
+         "megakernel_db_rt64": decode.megakernel_variant(
+             "megakernel_db_rt64", about="megakernel_db, 64 threads a row: two 4-row tiles (64 KB each) a block",
+             double_buffered=True, row_threads=64),
+         "megakernel_db_t128": decode.megakernel_variant("megakernel_db_t128", 4, "megakernel_db, 4 blocks of 128 "
+                                                         "threads per SM", threads=128, double_buffered=True)}
+TIMELINE_SIZES = ((1024, 8, 1), (4096, 8, 1))  # a stamped run of each megakernel: when each layer waits and ends
+TIMELINE_VARIANTS = {"megakernel": False, "megakernel_db": True}  # name: double-buffered
 
 
 def log(msg: str) -> None:
@@ -157,7 +177,8 @@ def record(size: Size, name: str, pattern: str, about: str, steady: list[float],
             "GBs": weights / (s["median"] * 1e-6) / 1e9, "us_per_pass": s["median"],
             "latency_us": lat["median"], "latency_us_q1": lat["q1"], "latency_us_q3": lat["q3"],
             "weight_bytes": weights, "floor_us": weights / (ceiling * 1e9) * 1e6,
-            "of_ceiling": weights / (s["median"] * 1e-6) / (ceiling * 1e9), "correct": True, **extra}
+            "of_ceiling": weights / (s["median"] * 1e-6) / (ceiling * 1e9),
+            "weights_in_l2": weights <= device_facts().l2_bytes, "correct": True, **extra}
 
 
 def measure_size(size: Size, inputs: Inputs, ceiling: float, problems: list[str], compile_torch: bool,
@@ -165,7 +186,8 @@ def measure_size(size: Size, inputs: Inputs, ceiling: float, problems: list[str]
     host, device = inputs.at(size, rng)
     ref = W.reference(host)["out"]
     passing, launchers = [], []
-    for name, variant in {**W.variants, **(VERSIONS if size.batch == 1 else {})}.items():
+    versions = {**VERSIONS, **(SWEEP if size.hidden == SWEEP_HIDDEN else {})} if size.batch == 1 else {}
+    for name, variant in {**W.variants, **versions}.items():
         if (why := variant.why_not(size)) is not None:
             problems.append(f"{size} {name}: not run: {why}")
             continue
@@ -183,14 +205,14 @@ def measure_size(size: Size, inputs: Inputs, ceiling: float, problems: list[str]
             wrong = f"{type(e).__name__}: {e}"[:600]
         log(f"  {size} {name}: {'ok' if wrong is None else 'WRONG ' + wrong} ({time.perf_counter() - t0:.1f} s)")
         if wrong is None:
-            passing.append((name, variant, out))
+            passing.append((name, variant, out, launch))
             launchers.append(launch)
         else:
             problems.append(f"{size} {name}: {wrong}")
     records = []
     if launchers:
         steady = NUMBA_CLOCK.steady(launchers, PASSES, REPS)
-        for (name, variant, out), launch, samples in zip(passing, launchers, steady):
+        for (name, variant, out, launch), samples in zip(passing, steady):
             latency = NUMBA_CLOCK.latency(launch, LATENCY_REPS)
             again = check(out["out"].copy_to_host(), ref)  # still right after all the timed passes
             if again is not None:
@@ -198,19 +220,25 @@ def measure_size(size: Size, inputs: Inputs, ceiling: float, problems: list[str]
                 continue
             plan = variant.plan(size)
             extra = {"blocks": plan.launches[0].grid} if plan.n_launches == 1 else {}
-            if name in VERSIONS:
+            if name in versions:
                 extra["version"] = name.removeprefix("megakernel_")
-            if name == "megakernel" and (size.hidden, size.layers, size.batch) in TIMELINE_SIZES:
-                extra["timeline"] = stamped_timeline(device, size)
+            try:
+                if (held := occupancy.of_variant(name, launch, size)) is not None:
+                    extra["residency"] = held.record()
+            except Exception as e:  # noqa: BLE001  (a missing residency must not cost the timing)
+                problems.append(f"{size} {name}: residency: {type(e).__name__}: {e}"[:400])
+            if name in TIMELINE_VARIANTS and (size.hidden, size.layers, size.batch) in TIMELINE_SIZES:
+                extra["timeline"] = stamped_timeline(device, size, TIMELINE_VARIANTS[name])
             records.append(record(size, name, variant.pattern, variant.about, samples, latency, ceiling,
                                   plan.n_launches, plan.bytes_total, **extra))
     return records + torch_anchors(size, device, ref, ceiling, problems, compile_torch)
 
 
-def stamped_timeline(device: dict, size: Size) -> list[dict[str, float]]:
-    """One warm pass of the megakernel with its %globaltimer stamps on: per layer, start, first and last tile
+def stamped_timeline(device: dict, size: Size, double_buffered: bool) -> list[dict[str, float]]:
+    """One warm pass of a megakernel with its %globaltimer stamps on: per layer, start, first and last tile
     let past the wait, last tile counted (us)."""
-    launch = decode.bind_megakernel_with(device, poisoned(W.output_specs(size)), stamped=True)
+    launch = decode.bind_megakernel_with(device, poisoned(W.output_specs(size)), stamped=True,
+                                         double_buffered=double_buffered)
     launch()
     launch()  # the second pass: weights as warm as in the steady state
     cuda.synchronize()
@@ -305,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         torch_version = None
     meta = make_meta(" ".join(sys.argv), ceiling.GBs, ceiling_candidates=ceiling.candidates, torch=torch_version,
-                     passes=PASSES, reps=REPS, latency_reps=LATENCY_REPS)
+                     passes=PASSES, reps=REPS, latency_reps=LATENCY_REPS, l2_bytes=device_facts().l2_bytes,
+                     sm_count=device_facts().sm_count)
     records: list[dict[str, Any]] = []
     problems: list[str] = []
     skipped: list[str] = []
@@ -333,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"wrote {made}")
     print("\n".join(["", f"wrote {path}", *[f"PROBLEM: {p}" for p in problems],
                      *([f"SKIPPED (time budget): {', '.join(skipped)}"] if skipped else []), "",
-                     table({"meta": meta, "records": records})]))
+                     table({"meta": meta, "records": records}), "", deficit_table({"meta": meta, "records": records}),
+                     "", targets(records)]))
     return 1 if problems and not records else 0
 
 

@@ -79,15 +79,16 @@ class Geometry:
 
 
 def geometry(hidden: int, batch: int, *, threads: int = THREADS, slot_lanes: int = SLOT_LANES,
-             row_threads: int | None = None) -> Geometry:
+             row_threads: int | None = None, max_vectors: int = MAX_VECTORS) -> Geometry:
     """The back-end's geometry for (hidden, batch); the keywords give another (the tests run GPU-shaped
-    rows, warp shuffles included, on the simulator)."""
+    rows, warp shuffles included, on the simulator); max_vectors: vectors of W a thread holds for one tile
+    (the double-buffered megakernel holds two tiles: half as many each)."""
     vec = 4 if hidden % 4 == 0 else 1
     vectors = hidden // vec
     if row_threads is None:  # the fewest (a power of two) that keep each thread at MAX_VECTORS or fewer
         # (half as many past batch 4: the loops over vectors x batch rows must stay short enough to unroll,
         # or w[] goes to local memory)
-        budget = MAX_VECTORS if batch <= 4 else MAX_VECTORS // 2
+        budget = max_vectors if batch <= 4 else max_vectors // 2
         row_threads = ROW_THREADS
         while row_threads * budget < vectors and row_threads < threads:
             row_threads *= 2
@@ -143,16 +144,34 @@ def wait_acquire(counters, k, tiles, spin_limit):
 PROTOCOL = (signal_release, wait_acquire)
 
 
+@BACKEND.jit(device=True, **_INLINE)
+def retire_block(counters, layers):
+    """Thread 0 of a block that has run its list: count the block done; the last block out zeroes the
+    counters, so that the next launch counts from zero."""
+    cuda.threadfence()  # this block's counts land before its 'done' (off the critical path)
+    if cuda.atomic.add(counters, layers, 1) == cuda.gridDim.x - 1:
+        for k in range(layers + 1):
+            counters[k] = 0
+
+
+@dataclass(frozen=True)
+class TileOps:
+    """One geometry's device functions for a tile (compile-time constants folded in), shared by every kernel."""
+
+    load_tile: Any      # (W, l, tile, w): W_l's rows of the tile -> registers w
+    load_bias: Any      # (bias, l, tile) -> the row's bias in its writer, 0 elsewhere
+    prefetch_tile: Any  # (W, l, tile, layers): the tile's weights asked of L2, no register held
+    row_sums: Any       # (x, acts, l, tile, w, acc, part) -> (row, writer); two block barriers
+    finish: Any         # (bb, acts, out, l, layers, r, acc): + bias, GELU, store
+
+
 @lru_cache(maxsize=None)
-def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernels:
-    """The kernels for one geometry (its numbers are compile-time constants: the loops unroll, w[] stays
-    in registers); the megakernel with the (signal, wait) device functions given (lesson 07's exercise)."""
-    signal, wait = protocol
+def tile_ops(geo: Geometry) -> TileOps:
+    """The three steps of a tile (and the bias and the L2 prefetch) for one geometry."""
     H, B, VEC, TPR, V = geo.hidden, geo.batch, geo.vec, geo.row_threads, geo.per_thread
     NV, ROWS, T = geo.vectors, geo.rows, geo.tiles
     LANES = geo.slot_lanes
     SLOTS = TPR // LANES
-    W_REGS = V * VEC
     EXACT = NV % TPR == 0  # every thread's every vector is inside the row: the guard folds away
 
     @BACKEND.jit(device=True, **_INLINE)
@@ -247,6 +266,21 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
                 out[b * H + r] = y
             else:
                 acts[(l * B + b) * H + r] = y
+
+    return TileOps(load_tile, load_bias, prefetch_tile, row_sums, finish)
+
+
+@lru_cache(maxsize=None)
+def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernels:
+    """The kernels for one geometry (its numbers are compile-time constants: the loops unroll, w[] stays
+    in registers); the megakernel with the (signal, wait) device functions given (lesson 07's exercise)."""
+    signal, wait = protocol
+    H, B, ROWS, T = geo.hidden, geo.batch, geo.rows, geo.tiles
+    SLOTS = geo.row_threads // geo.slot_lanes
+    W_REGS = geo.per_thread * geo.vec
+    ops = tile_ops(geo)
+    load_tile, load_bias, prefetch_tile, row_sums, finish = (ops.load_tile, ops.load_bias, ops.prefetch_tile,
+                                                             ops.row_sums, ops.finish)
 
     def decode_matvec(W, x, acts, l, z):
         # unfused, first of three kernels per layer: z = W_l x_l, through memory
@@ -366,10 +400,7 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
             s += 1
             op, l, tile = next_op, next_l, next_tile
         if tid == 0:
-            cuda.threadfence()  # this block's counts land before its 'done' (off the critical path)
-            if cuda.atomic.add(counters, layers, 1) == cuda.gridDim.x - 1:
-                for k in range(layers + 1):  # the last block out: the next launch counts from zero
-                    counters[k] = 0
+            retire_block(counters, layers)
 
     built = {}
     for fn in (decode_matvec, decode_layer, decode_layer_pdl, decode_persistent, decode_megakernel):
@@ -377,6 +408,122 @@ def kernels(geo: Geometry, protocol: tuple[Any, Any] = PROTOCOL) -> DecodeKernel
     return DecodeKernels(built["decode_matvec"], built["decode_layer"], built["decode_layer_pdl"],
                          built["decode_persistent"], built["decode_megakernel"])
 
+
+
+# -- the double-buffered megakernel: two tiles in flight per block --------------------------------------------
+
+@BACKEND.jit(device=True, **_INLINE)
+def instruction(table, blk, s):
+    """Entry s of block blk's list: (opcode, layer, tile); the layer and tile words are read for a tile only
+    (-1, 0 at the end)."""
+    op = table[blk, s, 0]
+    if op == OP_END:
+        return op, -1, 0
+    return op, table[blk, s, 1], table[blk, s, 2]
+
+
+@lru_cache(maxsize=None)
+def megakernel_db(geo: Geometry, prefetch: int = 1) -> Any:
+    """The megakernel with two tiles in flight per block: the next instruction's weights are loaded into a
+    second register buffer before this one waits and computes, so a block's loads are in flight through its
+    wait, its sums and its count (the registered megakernel's block streams nothing of its own in between).
+    Its own protocol, beside the exercise's: a block that has seen layer l - 1 complete does not poll again
+    for its next tiles of layer l (the barrier after its acquire covers them), and it counts its consecutive
+    tiles of a layer with one release add after the last of them (add n: one fence per run of tiles, not
+    one per tile). `prefetch`: the tiles after those two (instructions s + 2 .. s + 1 + prefetch) asked of L2,
+    more bytes in flight without registers. Same arguments, table, counters, error flag and stamps as the
+    megakernel."""
+    H, B, ROWS, T = geo.hidden, geo.batch, geo.rows, geo.tiles
+    SLOTS = geo.row_threads // geo.slot_lanes
+    W_REGS = geo.per_thread * geo.vec
+    ops = tile_ops(geo)
+    load_tile, load_bias, row_sums, finish = ops.load_tile, ops.load_bias, ops.row_sums, ops.finish
+    prefetch_tile = ops.prefetch_tile
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def load_next(W, bias, table, blk, s, layers, w):
+        """Instruction s + 1's weights into w (and its bias), and L2 asked for the instructions up to
+        s + 1 + prefetch (all of them at the start, s = -1; after it, the one that enters the window);
+        returns (opcode, layer, tile, bias) of instruction s + 1."""
+        op, l, tile = instruction(table, blk, s + 1)
+        bb = np.float32(0)
+        if op != OP_END:
+            load_tile(W, l, tile, w)  # in flight while instruction s waits and computes
+            bb = load_bias(bias, l, tile)
+            for e in range(s + 2 if s < 0 else max(s + 2, s + 1 + prefetch), min(s + 2 + prefetch, table.shape[1])):
+                pop, pl, ptile = instruction(table, blk, e)
+                if pop == OP_END:
+                    break
+                prefetch_tile(W, pl, ptile, layers)
+        return op, l, tile, bb
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def run_tile(x, acts, out, counters, status, stop, part, acc, w, bb, l, tile, next_l, layers, seen, done,
+                 spin_limit, stamps):
+        """Wait (unless this block already saw layer l - 1 complete), sum, finish; count the block's run of
+        tiles of layer l when the next instruction is of another layer. Returns (went on, seen, done)."""
+        tid = cuda.threadIdx.x
+        stamped = stamps.size > 1
+        if stamped and tid == 0:
+            stamps[3 * (l * T + tile)] = globaltimer()
+        if l > 0 and l != seen:  # the same for every thread of the block: the barrier inside is safe
+            if tid == 0 and not wait_acquire(counters, l - 1, T, spin_limit):
+                status[0] = l  # layer l - 1 never completed: an error for the host, never a hang
+                stop[0] = 1
+            cuda.syncthreads()  # the whole block reads x_l only after thread 0's acquire
+            if stop[0] != 0:
+                return False, seen, done
+            seen = l
+        if stamped and tid == 0:
+            stamps[3 * (l * T + tile) + 1] = globaltimer()
+        r, writer = row_sums(x, acts, l, tile, w, acc, part)
+        if writer:
+            finish(bb, acts, out, l, layers, r, acc)
+        done += 1
+        if next_l != l:
+            cuda.syncthreads()  # every store of the run's tiles is issued, then released with one count
+            if tid == 0:
+                add_release_gpu(counters, l, done)
+            done = 0
+        if stamped and tid == 0:
+            stamps[3 * (l * T + tile) + 2] = globaltimer()  # the tile's end (its count, for a run's last tile)
+        return True, seen, done
+
+    def decode_megakernel_db(W, bias, x, acts, out, table, counters, status, spin_limit, stamps):
+        # buffer a holds instruction s while b loads s + 1, then the roles swap: the loop body is written
+        # twice so that each buffer is a fixed set of registers (no indexing by a run-time buffer number)
+        wa = cuda.local.array(W_REGS, np.float32)
+        wb = cuda.local.array(W_REGS, np.float32)
+        acc = cuda.local.array(B, np.float32)
+        part = cuda.shared.array((ROWS, SLOTS, B), np.float32)
+        stop = cuda.shared.array(1, np.int32)
+        layers = bias.size // H
+        tid, blk = cuda.threadIdx.x, cuda.blockIdx.x
+        if tid == 0:
+            stop[0] = 0
+        seen, done, s = 0, 0, 0  # seen: the layer whose wait this block has passed (layer 0 never waits)
+        op, l, tile, bba = load_next(W, bias, table, blk, -1, layers, wa)
+        while op != OP_END:
+            next_op, next_l, next_tile, bbb = load_next(W, bias, table, blk, s, layers, wb)
+            went, seen, done = run_tile(x, acts, out, counters, status, stop, part, acc, wa, bba, l, tile, next_l,
+                                        layers, seen, done, spin_limit, stamps)
+            if not went:
+                break
+            s += 1
+            op, l, tile = next_op, next_l, next_tile
+            if op == OP_END:
+                break
+            next_op, next_l, next_tile, bba = load_next(W, bias, table, blk, s, layers, wa)
+            went, seen, done = run_tile(x, acts, out, counters, status, stop, part, acc, wb, bbb, l, tile, next_l,
+                                        layers, seen, done, spin_limit, stamps)
+            if not went:
+                break
+            s += 1
+            op, l, tile = next_op, next_l, next_tile
+        if tid == 0:
+            retire_block(counters, layers)
+
+    return BACKEND.jit(decode_megakernel_db, fastmath=True)
 
 # -- unfused: the bias and the GELU as kernels of their own, one thread per element ------------------
 
@@ -417,6 +564,23 @@ def instruction_table(layers: int, tiles: int, blocks: int, serial: bool) -> np.
         if instructions:
             table[blk, :len(instructions)] = instructions
     return table
+
+
+def db_table_words(table: np.ndarray, prefetch: int) -> int:
+    """Table words one thread of the double-buffered megakernel reads (its load_next, step by step): every
+    instruction as the next one (3 words, the END 1), and the entries its L2 prefetch looks ahead to."""
+    words = 0
+    for row in table:
+        ops = row[:, 0]
+        n = int((ops == OP_TILE).sum())
+        for s in range(-1, n):
+            words += 3 if s + 1 < n else 1
+            if s + 1 < n:
+                for e in range(s + 2 if s < 0 else max(s + 2, s + 1 + prefetch), min(s + 2 + prefetch, len(row))):
+                    words += 3 if ops[e] == OP_TILE else 1
+                    if ops[e] == OP_END:
+                        break
+    return words
 
 
 def waits_only_on_earlier_blocks(table: np.ndarray, tiles: int) -> bool:

@@ -23,8 +23,11 @@ kernel boundary between layers is paid on top of it. The variants, in reading or
                               instruction); a consumer polls its layer-before's counter with an acquire load
                               and nanosleep, bounded (an error flag, never a hang), after loading its tile's
                               weights and asking L2 for its next tile's
+    megakernel_db 1           the megakernel with two tiles in flight per block: the next tile's weights load
+                              into a second register buffer while this one waits and computes; a block polls
+                              once per layer and counts its run of tiles of a layer with one release add
 
-The kernels are in decode_kernels.py. Accuracy: W has entries of deviation 1.35 / sqrt(hidden) and b
+The kernels are in kernels.py. Accuracy: W has entries of deviation 1.35 / sqrt(hidden) and b
 is uniform(-0.5, 0.5), so activations stay O(1) through 16 layers (rms ~0.3, max ~1.7 at hidden 4096;
 measured in NumPy); float32 against float64 after 16 layers of hidden 4096: 2e-6. The tolerance
 (rtol 1e-4, atol 2e-5) leaves 10x room; a wrong row or layer is off by ~0.1.
@@ -47,6 +50,8 @@ from . import kernels as dk
 F32 = 4
 GAIN = 1.35
 MEGA_BLOCKS_PER_SM = 2   # "a few blocks per SM": two 256-thread blocks of ~100 registers a thread fit
+DB_VECTORS = dk.MAX_VECTORS // 2  # the double-buffered megakernel: two tiles of half as many vectors a thread
+DB_PREFETCH = 1          # and the tiles after those two asked of L2
 SPIN_LIMIT = 1 << 20     # polls of one counter before the megakernel gives up (~tens of ms on a GPU)
 
 
@@ -208,10 +213,25 @@ def persistent_blocks(geo: dk.Geometry) -> int:
     return min(geo.tiles, BACKEND.resident_limit(k, _signature("persistent"), geo.threads))
 
 
-def megakernel_blocks(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM) -> int:
+def megakernel_geometry(hidden: int, batch: int, threads: int = dk.THREADS, double_buffered: bool = False,
+                        row_threads: int | None = None) -> dk.Geometry:
+    """The megakernel's geometry; the double-buffered one holds two tiles of half the vectors each."""
+    return dk.geometry(hidden, batch, threads=threads, row_threads=row_threads,
+                       max_vectors=DB_VECTORS if double_buffered else dk.MAX_VECTORS)
+
+
+def megakernel_kernel(geo: dk.Geometry, double_buffered: bool = False, prefetch: int = DB_PREFETCH,
+                      protocol: tuple[Any, Any] = dk.PROTOCOL):
+    """The megakernel (compiled on first use): the exercise's with `protocol`, or the double-buffered one with
+    `prefetch` tiles asked of L2 beyond its two."""
+    return dk.megakernel_db(geo, prefetch) if double_buffered else dk.kernels(geo, protocol).megakernel
+
+
+def megakernel_blocks(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM,
+                      double_buffered: bool = False, prefetch: int = DB_PREFETCH) -> int:
     """A few blocks per SM, every one resident (a block that polls must not wait for a slot held by
     another poller); the simulator's persistent grid, its blocks run one after another."""
-    k = dk.kernels(geo).megakernel
+    k = megakernel_kernel(geo, double_buffered, prefetch)
     resident = BACKEND.persistent_grid(k, _signature("megakernel"), geo.threads)
     return min(per_sm * BACKEND.facts().sm_count, resident, layers * geo.tiles)
 
@@ -229,32 +249,47 @@ def bind_persistent(inputs, outputs, stream=0):
     return BACKEND.launcher(buf.kernels.persistent, persistent_blocks(buf.geo), buf.geo.threads, buf.chain, stream)
 
 
-def megakernel_table(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM) -> np.ndarray:
-    return dk.instruction_table(layers, geo.tiles, megakernel_blocks(geo, layers, per_sm),
+def megakernel_table(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM,
+                     double_buffered: bool = False, prefetch: int = DB_PREFETCH) -> np.ndarray:
+    return dk.instruction_table(layers, geo.tiles, megakernel_blocks(geo, layers, per_sm, double_buffered, prefetch),
                                 serial=not BACKEND.blocks_run_together)
 
 
-def _megakernel_bytes(table: np.ndarray, layers: int, threads: int) -> tuple[int, int]:
+def _megakernel_bytes(table: np.ndarray, layers: int, threads: int, prefetch: int | None) -> tuple[int, int]:
     """(read, written) beyond the tiles': every thread reads each instruction (3 words) and the END
     (1 word); thread 0 polls once per waiting instruction (the floor: a GPU polls more while it
     waits; exact on the simulator, where the table never waits), adds 1 per tile (a release add)
-    and 1 per block (an atomic add); the last block out zeroes the layers + 1 counters."""
-    instructions = int((table[:, :, 0] == dk.OP_TILE).sum())
-    waiting = int(((table[:, :, 0] == dk.OP_TILE) & (table[:, :, 1] > 0)).sum())
+    and 1 per block (an atomic add); the last block out zeroes the layers + 1 counters.
+    prefetch (the double-buffered megakernel's L2 look-ahead; None: the megakernel): its threads read
+    the entries they prefetch too, and it polls and adds once per run of a block's tiles of a layer."""
+    tiles = table[:, :, 0] == dk.OP_TILE
+    instructions = int(tiles.sum())
+    if prefetch is None:
+        starts, table_words = tiles, 3 * instructions + table.shape[0]
+    else:  # a run starts where the layer differs from the instruction before (or at slot 0)
+        starts = tiles.copy()
+        starts[:, 1:] &= table[:, 1:, 1] != table[:, :-1, 1]
+        table_words = dk.db_table_words(table, prefetch)
+    counted = int(starts.sum())
+    waiting = int((starts & (table[:, :, 1] > 0)).sum())
     blocks = table.shape[0]
-    table_words = threads * (3 * instructions + blocks)
-    counts = instructions + waiting + BACKEND.atomic_add_reads * blocks
-    return F32 * (table_words + counts), F32 * (instructions + blocks + layers + 1)
+    counts = counted + waiting + BACKEND.atomic_add_reads * blocks
+    return F32 * (threads * table_words + counts), F32 * (counted + blocks + layers + 1)
 
 
-def plan_megakernel(size: Size, per_sm: int = MEGA_BLOCKS_PER_SM, threads: int = dk.THREADS) -> Plan:
-    geo = dk.geometry(size.hidden, size.batch, threads=threads)
-    table = megakernel_table(geo, size.layers, per_sm)
+def plan_megakernel(size: Size, per_sm: int = MEGA_BLOCKS_PER_SM, threads: int = dk.THREADS,
+                    double_buffered: bool = False, row_threads: int | None = None,
+                    prefetch: int = DB_PREFETCH) -> Plan:
+    geo = megakernel_geometry(size.hidden, size.batch, threads, double_buffered, row_threads)
+    table = megakernel_table(geo, size.layers, per_sm, double_buffered, prefetch)
     read, written = _tile_bytes(size, bias=True)
-    extra_read, extra_written = _megakernel_bytes(table, size.layers, geo.threads)
-    return Plan((KernelLaunch(kernel_name(dk.kernels(geo).megakernel), table.shape[0], geo.threads,
+    extra_read, extra_written = _megakernel_bytes(table, size.layers, geo.threads,
+                                                  prefetch if double_buffered else None)
+    in_flight = F32 * geo.vec * geo.per_thread * (2 if double_buffered else 1)
+    kernel = megakernel_kernel(geo, double_buffered, prefetch)
+    return Plan((KernelLaunch(kernel_name(kernel), table.shape[0], geo.threads,
                               size.layers * read + extra_read, size.layers * written + extra_written,
-                              read_bytes_in_flight=F32 * geo.vec * geo.per_thread),))
+                              read_bytes_in_flight=in_flight),))
 
 
 class DependencyTimeout(RuntimeError):
@@ -265,7 +300,8 @@ class DependencyTimeout(RuntimeError):
 class MegakernelLaunch:
     """The megakernel bound once (table, counters, error flag); refuses to go on after a timed-out wait."""
 
-    def __init__(self, buf: Buffers, table: np.ndarray, spin_limit: int, stream, stamped: bool = False):
+    def __init__(self, buf: Buffers, table: np.ndarray, spin_limit: int, stream, stamped: bool = False,
+                 double_buffered: bool = False, prefetch: int = DB_PREFETCH):
         self.table, self.layers, self.tiles = table, buf.layers, buf.geo.tiles
         self.counters = cuda.to_device(np.zeros(buf.layers + 1, np.int32), stream=stream)
         self.status = cuda.mapped_array(1, np.int32)  # the host reads it without a copy
@@ -276,7 +312,11 @@ class MegakernelLaunch:
                                      stream=stream)
         args = (*buf.chain, cuda.to_device(table, stream=stream), self.counters, self.status, np.int64(spin_limit),
                 self.stamps)
-        self._launch = BACKEND.launcher(buf.kernels.megakernel, table.shape[0], buf.geo.threads, args, stream)
+        self.kernel = dk.megakernel_db(buf.geo, prefetch) if double_buffered else buf.kernels.megakernel
+        self.geo = buf.geo
+        # per block: tiles of weights held in registers, and asked of L2 beyond them
+        self.tiles_held = (2, prefetch) if double_buffered else (1, 1)
+        self._launch = BACKEND.launcher(self.kernel, table.shape[0], buf.geo.threads, args, stream)
         self.args = args
 
     def timed_out_waiting_for(self) -> int | None:
@@ -313,23 +353,37 @@ class MegakernelLaunch:
 def bind_megakernel_with(inputs, outputs, stream=0, *, table: np.ndarray | None = None,
                          spin_limit: int = SPIN_LIMIT, geometry: dk.Geometry | None = None,
                          per_sm: int = MEGA_BLOCKS_PER_SM, threads: int = dk.THREADS,
-                         stamped: bool = False, protocol: tuple[Any, Any] = dk.PROTOCOL) -> MegakernelLaunch:
+                         stamped: bool = False, protocol: tuple[Any, Any] = dk.PROTOCOL,
+                         double_buffered: bool = False, row_threads: int | None = None,
+                         prefetch: int = DB_PREFETCH) -> MegakernelLaunch:
     """The megakernel with the default table, geometry and (signal, wait) protocol, or the ones given (the
     tests' way to make a block wait in vain or to run GPU-shaped rows on the simulator; lesson 07's check of
-    a student's protocol)."""
+    a student's protocol); double_buffered: the megakernel with two tiles in flight per block and its own
+    protocol (dk.megakernel_db: `protocol` does not apply), `prefetch` tiles asked of L2 beyond its two."""
+    if double_buffered and protocol is not dk.PROTOCOL:
+        raise ArgumentError("the double-buffered megakernel has its own protocol (one count per run of tiles); "
+                            "a (signal, wait) protocol plugs into the megakernel only")
+    x = inputs.get("x")
+    if geometry is None and x is not None and len(getattr(x, "shape", ())) == 2:
+        geometry = megakernel_geometry(x.shape[1], x.shape[0], threads, double_buffered, row_threads)
     buf = Buffers(inputs, outputs, stream, geometry, threads, protocol)
     if table is None:
-        table = megakernel_table(buf.geo, buf.layers, per_sm)
-    return MegakernelLaunch(buf, np.ascontiguousarray(table, np.int32), spin_limit, stream, stamped)
+        table = megakernel_table(buf.geo, buf.layers, per_sm, double_buffered, prefetch)
+    return MegakernelLaunch(buf, np.ascontiguousarray(table, np.int32), spin_limit, stream, stamped, double_buffered,
+                            prefetch)
 
 
 def megakernel_variant(name: str, per_sm: int = MEGA_BLOCKS_PER_SM, about: str = "",
-                       threads: int = dk.THREADS) -> Variant:
-    """The megakernel with `per_sm` blocks of `threads` per SM (the benchmark times other shapes beside the
-    registered one)."""
-    return Variant(name, "persistent", about, lambda size: plan_megakernel(size, per_sm, threads),
-                   lambda inputs, outputs, stream=0: bind_megakernel_with(inputs, outputs, stream, per_sm=per_sm,
-                                                                         threads=threads),
+                       threads: int = dk.THREADS, double_buffered: bool = False,
+                       row_threads: int | None = None, prefetch: int = DB_PREFETCH) -> Variant:
+    """The megakernel with `per_sm` blocks of `threads` per SM, double-buffered (with `prefetch` tiles asked
+    of L2) or not, `row_threads` per row or the geometry's own (the benchmark times other shapes beside the
+    registered ones)."""
+    return Variant(name, "persistent", about,
+                   lambda size: plan_megakernel(size, per_sm, threads, double_buffered, row_threads, prefetch),
+                   lambda inputs, outputs, stream=0: bind_megakernel_with(
+                       inputs, outputs, stream, per_sm=per_sm, threads=threads, double_buffered=double_buffered,
+                       row_threads=row_threads, prefetch=prefetch),
                    limit=_limit)
 
 
@@ -356,7 +410,13 @@ for _name, _pattern, _about, _plan, _bind in (
         ("persistent", "persistent", "one cooperative kernel, a grid barrier between layers, the next layer's "
          "weights loaded before it", plan_persistent, bind_persistent)):
     WORKLOAD.add(Variant(_name, _pattern, _about, _plan, _bind, limit=_limit))
-WORKLOAD.add(megakernel_variant("megakernel", about=f"{MEGA_BLOCKS_PER_SM} blocks per SM run an instruction table; "
-                                "a counter per layer (stores, release add; acquire polls), weights loaded before the wait"))
+WORKLOAD.add(megakernel_variant(
+    "megakernel", about=f"up to {MEGA_BLOCKS_PER_SM} resident blocks per SM run an instruction table; a counter per "
+    "layer (the producer's release add after its stores, the consumer's bounded acquire poll); each tile's weights "
+    "loaded before its wait, the block's next tile asked of L2"))
+WORKLOAD.add(megakernel_variant(
+    "megakernel_db", double_buffered=True, about="megakernel with two tiles in flight per block (the next tile's "
+    "weights load into a second register buffer while this one waits and computes); one poll per layer per block, "
+    "one release add per run of a block's tiles of a layer"))
 
 from . import protocol  # noqa: E402,F401  (it registers lesson 07's graded exercise on the megakernel)
