@@ -38,7 +38,7 @@ def on_config(config: Any, **_: Any) -> Any:
                              {f"{name[:2]} exercise": f"notebooks/{name}.ipynb"}]}
                     for name, title in lessons().items()]
     config.nav = [{"Home": "index.md"}, {"Lessons": ["lessons.md", *lesson_pages]}, {"Demos": "demos.md"},
-                  {"Writing a lesson": "notebooks/README.md"}]
+                  {"Memory model": "memory-model.md"}, {"Writing a lesson": "notebooks/README.md"}]
     return config
 
 

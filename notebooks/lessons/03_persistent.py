@@ -164,6 +164,8 @@ print("outside: the queued frees may run; the GPU can go idle again")
 # %% [markdown]
 # **A hoisted load**: `while flag[0] == 0: pass` compiles to a load before the loop and an endless loop on a
 # register. Volatile/acquire loads (`kernels_lab.intrinsics.load_acquire_sys`) are re-issued every time.
+# Scopes, acquire/release and why a plain poll reads stale data, each seen breaking on the simulator: the
+# memory-model primer, `docs/memory-model.md` (*Memory model* on the lesson site).
 #
 # ### Exercise 2: a barrier you cannot skip
 # `block_sums(x, out)`: each block of 64 threads sums its 64 elements through shared memory. The check runs

@@ -448,7 +448,8 @@ print("(layout: threads per row x 4-float chunks a thread)")
 # bounded in time, until the other k - 1 flags of its row are up, combines the k pairs with exercise
 # 1's `combine`, and scales the slice it still holds. x is read once and written once; the exchange
 # adds 12 bytes per block and row, and the polls. While the pairs travel, each block already loads
-# its next row's slice.
+# its next row's slice. Why the fence and the acquire loads, each seen breaking without them on the simulator:
+# the memory-model primer, `docs/memory-model.md` (*Memory model* on the lesson site).
 #
 # Waiting for another block is safe only if that block is running. So the grid holds no more blocks
 # than the GPU keeps resident at once (from this kernel's occupancy), k blocks form a group, and each

@@ -255,6 +255,8 @@ print(f"fused at {too_big}: {w.variant('fused').why_not(too_big) or 'runs (W rea
 # one kernel that is a **grid barrier**. The workload has two (the list above): `grid`, CUDA's
 # `cuda.cg.this_grid().sync()`, and `flag`: each block publishes its step in a flag, and every block polls
 # all the flags with loads the compiler cannot hoist, a bounded number of times (`rnn._flag_barrier`).
+# What makes a flag publish the rows before it (scopes, release/acquire, cumulativity through the block
+# barrier), each seen breaking on the simulator: the memory-model primer, `docs/memory-model.md`.
 # What a grid sync costs, from the committed launch ladder (`kernels-lab bench launch`: 2000 boundaries
 # each way on the H200):
 
