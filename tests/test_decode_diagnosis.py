@@ -57,6 +57,8 @@ def test_a_wrong_diagnosis_says_what_to_look_at_without_a_false_hint(outcomes):
     half = dg.check({"A": "signal", "B": "right", "C": "sometimes"}, outcomes)
     assert not half.correct and half.lines[2].startswith("unread C") and half.lines[0].startswith("ok A")
     assert dg.check({"A": "signal", "B": "right"}, outcomes).lines[2].startswith("missing C")
+    stub = dg.check({"A": ..., "B": ..., "C": ...}, outcomes)  # the lesson's stub
+    assert not stub.correct and all(line.startswith("missing") for line in stub.lines)
 
 
 def test_bad_answers_are_named():
@@ -71,5 +73,12 @@ def test_bad_answers_are_named():
 
 def test_without_a_weak_memory_mode_here_it_runs_on_the_simulator_in_a_child(monkeypatch, outcomes):
     monkeypatch.setattr(BACKEND, "models_weak_memory", False)  # as on a GPU
-    (b,) = dg.run(0, ("B",))
-    assert b.right and b.protocol == "B" and b.seed == 0
+    b0, b1 = dg.run((0, 1), ("B",))  # both seeds in one child
+    assert b0.right and b1.right and (b0.protocol, b0.seed, b1.seed) == ("B", 0, 1)
+
+
+def test_without_outcomes_the_check_runs_every_seed():
+    verdict = dg.check({"A": "signal", "B": "right", "C": "wait"})
+    assert verdict.correct and "seed(s) " not in verdict.lines[0]  # an ok line names no evidence
+    wrong = dg.check({"A": "right", "B": "right", "C": "wait"})
+    assert f"seed(s) {', '.join(map(str, dg.SEEDS))}" in wrong.lines[0]

@@ -11,8 +11,9 @@ load is no acquire, and the compiler may hoist it). On a GPU both usually give r
 they give wrong ones, the same for a seed.
 
     outcomes = run(seed)              every protocol's megakernel run in weak memory: an Outcome each
+                                      (run((0, 1, 2)): under three seeds, in one child where needed)
     print(show(outcomes))             which outputs are wrong, and which arrays were read stale
-    print(check({"A": "signal", "B": "right", "C": "wait"}))   the student's answer, and what to look at
+    print(check({"A": "signal", "B": "right", "C": "wait"}, outcomes))   the student's answer, what to look at
 
 Where the back-end has no weak-memory mode (a GPU), run() runs the same in a child process on the simulator
 (python -m kernels_lab.topics.decode.diagnosis SEED prints the outcomes as JSON).
@@ -26,7 +27,7 @@ import os
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -137,16 +138,17 @@ def _run_here(name: str, seed: int) -> Outcome:
                    dict(mode.stale_by_array), launch.timed_out_waiting_for() is not None)
 
 
-def run(seed: int = 0, protocols: tuple[str, ...] = tuple(PROTOCOLS)) -> list[Outcome]:
-    """Each protocol's megakernel in weak memory under `seed`; in a child on the simulator where this back-end
-    has no weak-memory mode."""
+def run(seed: int | Sequence[int] = 0, protocols: tuple[str, ...] = tuple(PROTOCOLS)) -> list[Outcome]:
+    """Each protocol's megakernel in weak memory under `seed` (or under each of several seeds, seed by seed);
+    in one child on the simulator where this back-end has no weak-memory mode."""
     names = [_protocol(p) for p in protocols]
+    seeds = [int(seed)] if isinstance(seed, (int, np.integer)) else [int(s) for s in seed]
     if BACKEND.models_weak_memory:
-        return [_run_here(p, int(seed)) for p in names]
+        return [_run_here(p, s) for s in seeds for p in names]
     env = {**os.environ, BACKEND_ENV: "sim"}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     try:
-        proc = subprocess.run([sys.executable, "-m", __spec__.name, str(int(seed)), *names], env=env,
+        proc = subprocess.run([sys.executable, "-m", __spec__.name, ",".join(map(str, seeds)), *names], env=env,
                               capture_output=True, text=True, timeout=CHILD_S)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"the diagnosis on the simulator did not finish within {CHILD_S:.0f} s") from None
@@ -197,6 +199,10 @@ def _reading(said: Any) -> str | None:
     return _SAYS.get(text)
 
 
+def _answered(answer: Mapping[str, Any], name: str) -> bool:
+    return name in answer and answer[name] is not Ellipsis  # the lesson's stub leaves `...`
+
+
 def check(answer: Mapping[str, Any], outcomes: list[Outcome] | None = None) -> Diagnosis:
     """The student's answer, {protocol: "right" | "signal" | "wait"} (where its ordering bug is; "release" and
     "acquire" are read as "signal" and "wait"), against what the protocols do in weak memory (`outcomes`, or a
@@ -206,7 +212,7 @@ def check(answer: Mapping[str, Any], outcomes: list[Outcome] | None = None) -> D
     unknown = sorted(set(answer) - set(PROTOCOLS))
     if unknown:
         raise ValueError(f"protocols {unknown}: the protocols are {', '.join(PROTOCOLS)}")
-    outcomes = outcomes if outcomes is not None else [o for s in SEEDS for o in run(s)]
+    outcomes = outcomes if outcomes is not None else run(SEEDS)
     lines = []
     for name in PROTOCOLS:
         seen = [o for o in outcomes if o.protocol == name]
@@ -215,7 +221,7 @@ def check(answer: Mapping[str, Any], outcomes: list[Outcome] | None = None) -> D
                     f"{broke[0].total} outputs under seed {broke[0].seed})" if broke else
                     f"right under seed(s) {', '.join(str(o.seed) for o in seen)}")
         said, truth = _reading(answer.get(name, "?")), FAULT[name]
-        if name not in answer:
+        if not _answered(answer, name):
             lines.append(f"missing {name}: say 'right', 'signal' or 'wait' ({evidence})")
         elif said is None:
             lines.append(f"unread {name}: {answer[name]!r} is none of 'right', 'signal', 'wait' ({evidence})")
@@ -235,5 +241,6 @@ def check(answer: Mapping[str, Any], outcomes: list[Outcome] | None = None) -> D
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        raise SystemExit("python -m kernels_lab.topics.decode.diagnosis SEED [PROTOCOL...]  (on the simulator)")
-    print(json.dumps([asdict(o) for o in run(int(sys.argv[1]), tuple(sys.argv[2:]) or tuple(PROTOCOLS))]))
+        raise SystemExit("python -m kernels_lab.topics.decode.diagnosis SEED[,SEED...] [PROTOCOL...]  (on the simulator)")
+    seeds = [int(s) for s in sys.argv[1].split(",")]
+    print(json.dumps([asdict(o) for o in run(seeds, tuple(sys.argv[2:]) or tuple(PROTOCOLS))]))
