@@ -122,7 +122,7 @@ def test_graph_pdl_waits_in_every_layer_and_triggers_in_all_but_the_last(rng):
 @pytest.mark.parametrize("prefetch", [0, 1, 3])
 def test_the_double_buffered_megakernel_matches_float64_at_any_look_ahead(rng, prefetch):
     size = W.size(hidden=11, layers=3, batch=2)
-    launch, out, ref = _run(size, rng, double_buffered=True, prefetch=prefetch)
+    launch, out, ref = _run(size, rng, mega=decode.Mega(double_buffered=True, prefetch=prefetch))
     np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
     assert launch.timed_out_waiting_for() is None and (launch.counters.copy_to_host() == 0).all()
     launch()  # the counters were zeroed by the last block out: a second launch runs as the first
@@ -133,7 +133,7 @@ def test_the_double_buffered_megakernel_matches_float64_at_any_look_ahead(rng, p
 def test_the_double_buffered_megakernel_with_gpu_shaped_rows(rng):
     # two warps per row (shuffles, then shared memory), 16-byte loads past the row's end, an odd tile count
     geo = dk.geometry(40, 1, threads=128, slot_lanes=32, row_threads=64)
-    launch, out, ref = _run(W.size(hidden=40, layers=2, batch=1), rng, geometry=geo, double_buffered=True)
+    launch, out, ref = _run(W.size(hidden=40, layers=2, batch=1), rng, geometry=geo, mega=decode.DB_MEGA)
     np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
 
 
@@ -146,12 +146,11 @@ def test_the_double_buffered_megakernel_polls_once_per_layer_and_counts_once_per
     from kernels_lab.instrument.trace import tracing
     size = W.size(hidden=13, layers=3, batch=1)
     inputs = to_device(W.make_inputs(size, rng))
-    launch = decode.bind_megakernel_with(inputs, poisoned(W.output_specs(size)), double_buffered=True,
-                                         prefetch=prefetch)
+    mega = decode.Mega(double_buffered=True, prefetch=prefetch)
+    launch = decode.bind_megakernel_with(inputs, poisoned(W.output_specs(size)), mega=mega)
     with tracing() as trace:
         launch()
-    (traced,), (planned,) = trace.launches, decode.plan_megakernel(size, double_buffered=True,
-                                                                   prefetch=prefetch).launches
+    (traced,), (planned,) = trace.launches, decode.plan_megakernel(size, mega).launches
     assert (traced.bytes_read, traced.bytes_written) == (planned.bytes_read, planned.bytes_written)
     mega = decode.plan_megakernel(size).launches[0]
     of_layer0 = (launch.table[:, :, 0] == dk.OP_TILE) & (launch.table[:, :, 1] == 0)
@@ -162,12 +161,12 @@ def test_the_double_buffered_megakernel_polls_once_per_layer_and_counts_once_per
 @pytest.mark.skipif(ON_GPU, reason="the simulator's serial blocks")
 def test_the_double_buffered_megakernel_gives_up_on_a_missing_tile(rng):
     size = W.size(hidden=11, layers=2, batch=1)
-    geo = decode.megakernel_geometry(11, 1, double_buffered=True)
+    geo = decode.DB_MEGA.geometry(11, 1)
     table = dk.instruction_table(2, geo.tiles, 2, serial=True)
     first = table[0][table[0, :, 0] == dk.OP_TILE]
     table[0, :len(first) - 1] = first[1:]  # block 0 runs tiles 1.. of layer 0 only
     table[0, len(first) - 1] = (dk.OP_END, 0, 0)
-    launch, out, ref = _run(size, rng, table=table, spin_limit=3, double_buffered=True)
+    launch, out, ref = _run(size, rng, table=table, spin_limit=3, mega=decode.DB_MEGA)
     assert launch.timed_out_waiting_for() == 0
     assert (launch.counters.copy_to_host() == 0).all()
     with pytest.raises(decode.DependencyTimeout, match="gave up waiting for layer 0"):
@@ -178,13 +177,61 @@ def test_the_double_buffered_megakernel_refuses_a_students_protocol(rng):
     size = W.size(hidden=6, layers=2, batch=1)
     with pytest.raises(ArgumentError, match="its own protocol"):
         decode.bind_megakernel_with(to_device(W.make_inputs(size, rng)), poisoned(W.output_specs(size)),
-                                    double_buffered=True, protocol=(dk.signal_release, dk.wait_acquire))
+                                    mega=decode.DB_MEGA, protocol=(dk.signal_release, dk.wait_acquire))
+
+
+# -- the marked megakernel: data and flag in one word ----------------------------------------------------------
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator's serial blocks")
+def test_the_marked_megakernel_takes_only_this_launchs_words(rng):
+    # launch 1 leaves every layer's words with epoch 1. Launch 2, with a new x in the same buffers and a table
+    # whose first block runs layer 1 before the second block has run layer 0, finds only epoch-1 words: it
+    # must poll, give up and say so, not compute layer 1 from the last launch's activations.
+    size = W.size(hidden=11, layers=2, batch=1)
+    geo = decode.MARKED_MEGA.geometry(11, 1)
+    serial = dk.instruction_table(2, geo.tiles, 2, serial=True)
+    inputs = W.make_inputs(size, rng)
+    device = to_device(inputs)
+    launch = decode.bind_megakernel_with(device, poisoned(W.output_specs(size)), mega=decode.MARKED_MEGA,
+                                         table=serial, spin_limit=3)
+    launch()
+    np.testing.assert_allclose(launch.args[4].copy_to_host().reshape(1, 11), W.reference(inputs)["out"],
+                               rtol=1e-4, atol=2e-5)
+    assert launch.counters.copy_to_host()[-1] == 1  # the epoch of the launch that finished
+    launch.args[5].copy_to_device(np.ascontiguousarray(serial[::-1]))  # block 0 now runs layer 1 first
+    launch()
+    assert launch.timed_out_waiting_for() == 0
+    with pytest.raises(decode.DependencyTimeout):
+        launch()
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator's serial blocks")
+def test_a_megakernel_run_again_on_new_inputs_in_the_same_buffers_computes_them(rng):
+    # what the epochs (marked) and the zeroed counters (the others) are for: the second launch's answer
+    size = W.size(hidden=11, layers=3, batch=2)
+    for mega in (decode.EXERCISE_MEGA, decode.DB_MEGA, decode.MARKED_MEGA):
+        inputs = W.make_inputs(size, rng)
+        device, out = to_device(inputs), poisoned(W.output_specs(size))
+        launch = decode.bind_megakernel_with(device, out, mega=mega)
+        launch()
+        fresh = rng.standard_normal(inputs["x"].shape).astype(np.float32)
+        device["x"].copy_to_device(fresh)
+        launch()
+        np.testing.assert_allclose(out["out"].copy_to_host(), W.reference({**inputs, "x": fresh})["out"],
+                                   rtol=1e-4, atol=2e-5)
+
+
+def test_the_marked_megakernel_names_a_size_it_cannot_stage(rng):
+    size = W.size(hidden=300, layers=1, batch=28)  # 8400 floats of x_l
+    assert "stages x_l in shared memory" in W.variant("megakernel_marked").why_not(size)
+    assert W.variant("megakernel_db").why_not(size) is None
 
 def test_plans_count_the_weights_once_per_layer_and_the_launches():
     size = W.size(hidden=21, layers=4, batch=3)
     plans = {v: W.variant(v).plan(size) for v in W.variants}
     assert {v: p.n_launches for v, p in plans.items()} == {
-        "unfused": 12, "fused": 4, "graph": 4, "graph_pdl": 4, "persistent": 1, "megakernel": 1, "megakernel_db": 1}
+        "unfused": 12, "fused": 4, "graph": 4, "graph_pdl": 4, "persistent": 1, "megakernel": 1, "megakernel_db": 1,
+        "megakernel_marked": 1}
     weights = 4 * 4 * 21 * 21
     for v, p in plans.items():
         assert p.bytes_read >= weights, v
@@ -211,19 +258,20 @@ def test_bad_arguments_are_named(rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("double_buffered", [False, True])
-def test_on_a_gpu_the_megakernel_waits_for_real_and_gives_up_when_a_tile_is_missing(rng, double_buffered):
+@pytest.mark.parametrize("mega", ["EXERCISE_MEGA", "DB_MEGA", "MARKED_MEGA"])
+def test_on_a_gpu_the_megakernel_waits_for_real_and_gives_up_when_a_tile_is_missing(rng, mega):
     # every block resident and running at once: the GPU's own table (layers spread over the blocks), and
     # the same table without one tile of layer 0, where the bounded wait must end in the error
     size = W.size(hidden=1000, layers=4, batch=3)
-    launch, out, ref = _run(size, rng, double_buffered=double_buffered)
+    mega = getattr(decode, mega)
+    launch, out, ref = _run(size, rng, mega=mega)
     np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
     launch()  # the counters were zeroed for this second launch
     np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
     table = launch.table.copy()
     blk, slot = np.argwhere((table[:, :, 0] == dk.OP_TILE) & (table[:, :, 1] == 0))[0]
     table[blk] = np.concatenate([np.delete(table[blk], slot, axis=0), [(dk.OP_END, 0, 0)]])
-    broken, _, _ = _run(size, rng, table=table, spin_limit=1000, double_buffered=double_buffered)
+    broken, _, _ = _run(size, rng, table=table, spin_limit=1000, mega=mega)
     from kernels_lab.runtime import cuda
     cuda.synchronize()
     assert broken.timed_out_waiting_for() is not None  # layer 0, or a later one whose waiters gave up in turn
@@ -284,9 +332,9 @@ def test_the_deficit_table_lists_each_kernels_residency_and_bytes_in_flight():
 def test_on_a_gpu_the_residency_is_read_from_the_compiled_megakernels(rng):
     from kernels_lab.topics.decode import occupancy
     size = W.size(hidden=1024, layers=2, batch=1)
-    for double_buffered in (False, True):
-        launch, out, ref = _run(size, rng, double_buffered=double_buffered)
+    for mega in (decode.EXERCISE_MEGA, decode.DB_MEGA, decode.MARKED_MEGA):
+        launch, out, ref = _run(size, rng, mega=mega)
         held = occupancy.of_variant("megakernel", launch, size)
         assert 32 <= held.regs_per_thread <= 255 and held.local_bytes_per_thread == 0  # w[] stayed in registers
         assert held.resident_per_sm >= 1 and held.blocks_per_sm <= held.resident_per_sm
-        assert held.tiles_in_registers == (2 if double_buffered else 1)
+        assert held.tiles_in_registers == (2 if mega.double_buffered else 1)

@@ -51,25 +51,29 @@ HIDDEN, LAYERS, BATCH = (1024, 2048, 4096), (8, 16), (1, 4, 16)
 PASSES, REPS, LATENCY_REPS = 20, 9, 25
 # timed beside the registered megakernels at batch 1 (records carry "version"): other blocks-per-SM counts,
 # and 128-thread blocks (half the rows per tile: twice the tiles per layer), 4 per SM
-VERSIONS = {**{f"megakernel_{k}sm": decode.megakernel_variant(f"megakernel_{k}sm", k, f"megakernel, {k} block(s) per SM")
+Mega = decode.Mega
+VERSIONS = {**{f"megakernel_{k}sm": decode.megakernel_variant(f"megakernel_{k}sm", Mega(per_sm=k),
+                                                              f"megakernel, {k} block(s) per SM")
                for k in (1, 4) if k != decode.MEGA_BLOCKS_PER_SM},
-            "megakernel_t128": decode.megakernel_variant("megakernel_t128", 4, "megakernel, 4 blocks of 128 threads "
-                                                         "per SM", threads=128)}
+            "megakernel_t128": decode.megakernel_variant("megakernel_t128", Mega(per_sm=4, threads=128),
+                                                         "megakernel, 4 blocks of 128 threads per SM")}
 # and at hidden 4096 only (the deficit's sweep): the double-buffered megakernel's L2 look-ahead, blocks per
 # SM, tile size (64 threads a row: two 64 KB tiles a block, one block an SM) and block size
 SWEEP_HIDDEN = 4096
 SWEEP = {**{f"megakernel_db_p{p}": decode.megakernel_variant(
-                f"megakernel_db_p{p}", about=f"megakernel_db, {p} tile(s) asked of L2 beyond its two",
-                double_buffered=True, prefetch=p) for p in (0, 2, 4) if p != decode.DB_PREFETCH},
-         "megakernel_db_1sm": decode.megakernel_variant("megakernel_db_1sm", 1, "megakernel_db, 1 block per SM",
-                                                        double_buffered=True),
+                f"megakernel_db_p{p}", Mega(double_buffered=True, prefetch=p),
+                f"megakernel_db, {p} tile(s) asked of L2 beyond its two") for p in (0, 2, 4) if p != decode.DB_PREFETCH},
+         "megakernel_db_1sm": decode.megakernel_variant("megakernel_db_1sm", Mega(per_sm=1, double_buffered=True),
+                                                        "megakernel_db, 1 block per SM"),
          "megakernel_db_rt64": decode.megakernel_variant(
-             "megakernel_db_rt64", about="megakernel_db, 64 threads a row: two 4-row tiles (64 KB each) a block",
-             double_buffered=True, row_threads=64),
-         "megakernel_db_t128": decode.megakernel_variant("megakernel_db_t128", 4, "megakernel_db, 4 blocks of 128 "
-                                                         "threads per SM", threads=128, double_buffered=True)}
+             "megakernel_db_rt64", Mega(double_buffered=True, row_threads=64),
+             "megakernel_db, 64 threads a row: two 4-row tiles (64 KB each) a block"),
+         "megakernel_db_t128": decode.megakernel_variant("megakernel_db_t128",
+                                                         Mega(per_sm=4, threads=128, double_buffered=True),
+                                                         "megakernel_db, 4 blocks of 128 threads per SM")}
 TIMELINE_SIZES = ((1024, 8, 1), (4096, 8, 1))  # a stamped run of each megakernel: when each layer waits and ends
-TIMELINE_VARIANTS = {"megakernel": False, "megakernel_db": True}  # name: double-buffered
+TIMELINE_VARIANTS = {"megakernel": decode.EXERCISE_MEGA, "megakernel_db": decode.DB_MEGA,
+                     "megakernel_marked": decode.MARKED_MEGA}
 
 
 def log(msg: str) -> None:
@@ -234,11 +238,10 @@ def measure_size(size: Size, inputs: Inputs, ceiling: float, problems: list[str]
     return records + torch_anchors(size, device, ref, ceiling, problems, compile_torch)
 
 
-def stamped_timeline(device: dict, size: Size, double_buffered: bool) -> list[dict[str, float]]:
+def stamped_timeline(device: dict, size: Size, mega: decode.Mega) -> list[dict[str, float]]:
     """One warm pass of a megakernel with its %globaltimer stamps on: per layer, start, first and last tile
     let past the wait, last tile counted (us)."""
-    launch = decode.bind_megakernel_with(device, poisoned(W.output_specs(size)), stamped=True,
-                                         double_buffered=double_buffered)
+    launch = decode.bind_megakernel_with(device, poisoned(W.output_specs(size)), stamped=True, mega=mega)
     launch()
     launch()  # the second pass: weights as warm as in the steady state
     cuda.synchronize()

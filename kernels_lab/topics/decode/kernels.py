@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from ...backend import BACKEND
-from ...intrinsics import (add_release_gpu, globaltimer, grid_dependency_wait, launch_dependents, load4,
-                          load_acquire_gpu, nanosleep, prefetch_l2)
+from ...intrinsics import (add_release_gpu, float_bits, globaltimer, grid_dependency_wait, launch_dependents, load4,
+                          load_acquire_gpu, load_marked2_sys, nanosleep, prefetch_l2)
 from ...reduce import warp_sum
 from ...runtime import cuda
 from ..elementwise.workload import gelu
@@ -42,6 +42,7 @@ SLOT_LANES = BACKEND.size(gpu=32, simulator=1)  # threads whose sums one shuffle
 ROW_THREADS = BACKEND.size(gpu=32, simulator=4)  # the fewest threads per row (a warp on a GPU)
 MAX_VECTORS = 16                        # vectors of W per thread: 64 registers of weights at most
 MAX_BATCH = 32                          # partial sums per thread (registers)
+MAX_STAGED = 8192                       # floats of x_l the marked megakernel stages in shared memory (32 KB)
 EW_BLOCK = BACKEND.size(gpu=256, simulator=32)  # the unfused bias and GELU kernels: one thread per element
 POLL_SLEEP_NS = 32                      # between two polls of a counter
 OP_END, OP_TILE = 0, 1                  # the megakernel's opcodes
@@ -147,11 +148,13 @@ PROTOCOL = (signal_release, wait_acquire)
 @BACKEND.jit(device=True, **_INLINE)
 def retire_block(counters, layers):
     """Thread 0 of a block that has run its list: count the block done; the last block out zeroes the
-    counters, so that the next launch counts from zero."""
+    counters, so that the next launch counts from zero, and returns True."""
     cuda.threadfence()  # this block's counts land before its 'done' (off the critical path)
     if cuda.atomic.add(counters, layers, 1) == cuda.gridDim.x - 1:
         for k in range(layers + 1):
             counters[k] = 0
+        return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,9 @@ class TileOps:
     load_tile: Any      # (W, l, tile, w): W_l's rows of the tile -> registers w
     load_bias: Any      # (bias, l, tile) -> the row's bias in its writer, 0 elsewhere
     prefetch_tile: Any  # (W, l, tile, layers): the tile's weights asked of L2, no register held
-    row_sums: Any       # (x, acts, l, tile, w, acc, part) -> (row, writer); two block barriers
+    row_sums: Any       # (x, acts, l, tile, w, acc, part) -> (row, writer); two block barriers: dot_rows, combine
+    dot_shared: Any     # (xs, tile, w, acc): this thread's part of the rows' sums, x_l from shared memory
+    combine: Any        # (tile, acc, part) -> (row, writer): the parts added; two block barriers
     finish: Any         # (bb, acts, out, l, layers, r, acc): + bias, GELU, store
 
 
@@ -220,12 +225,11 @@ def tile_ops(geo: Geometry) -> TileOps:
                     prefetch_l2(W, (row + v) * VEC)
 
     @BACKEND.jit(device=True, **_INLINE)
-    def row_sums(x, acts, l, tile, w, acc, part):
-        """acc[b] = (W_l x_l)[b, row] in the row's first thread; returns (row, whether this thread writes it).
-        Every thread of the block must call it (two barriers)."""
+    def dot_rows(x, acts, l, tile, w, acc):
+        """acc[b] = this thread's part of (W_l x_l)[b, row], x_l read from global memory."""
         tid = cuda.threadIdx.x
-        rr, lane = tid // TPR, tid % TPR
-        r = tile * ROWS + rr
+        lane = tid % TPR
+        r = tile * ROWS + tid // TPR
         for b in range(B):
             acc[b] = np.float32(0)
         # layer l's input: x for the first layer, else the layer before's output (one array type: the
@@ -242,6 +246,34 @@ def tile_ops(geo: Geometry) -> TileOps:
                             acc[b] += w[4 * k] * a0 + w[4 * k + 1] * a1 + w[4 * k + 2] * a2 + w[4 * k + 3] * a3
                         else:
                             acc[b] += w[k] * src[base + b * NV + v]
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def dot_shared(xs, tile, w, acc):
+        """As dot_rows, x_l read from shared memory (xs: batch x hidden floats the block staged)."""
+        tid = cuda.threadIdx.x
+        lane = tid % TPR
+        r = tile * ROWS + tid // TPR
+        for b in range(B):
+            acc[b] = np.float32(0)
+        if r < H:
+            for k in range(V):
+                v = lane + TPR * k
+                if EXACT or v < NV:
+                    for b in range(B):
+                        if VEC == 4:
+                            f = b * H + 4 * v
+                            acc[b] += (w[4 * k] * xs[f] + w[4 * k + 1] * xs[f + 1] + w[4 * k + 2] * xs[f + 2]
+                                       + w[4 * k + 3] * xs[f + 3])
+                        else:
+                            acc[b] += w[k] * xs[b * H + v]
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def combine(tile, acc, part):
+        """The row's threads' parts added: acc[b] = (W_l x_l)[b, row] in the row's first thread; returns (row,
+        whether this thread writes it). Every thread of the block must call it (two barriers)."""
+        tid = cuda.threadIdx.x
+        rr, lane = tid // TPR, tid % TPR
+        r = tile * ROWS + rr
         for b in range(B):
             s = lane_total(acc[b])
             if lane % LANES == 0:
@@ -258,6 +290,13 @@ def tile_ops(geo: Geometry) -> TileOps:
         return r, writer
 
     @BACKEND.jit(device=True, **_INLINE)
+    def row_sums(x, acts, l, tile, w, acc, part):
+        """acc[b] = (W_l x_l)[b, row] in the row's first thread; returns (row, whether this thread writes it).
+        Every thread of the block must call it (two barriers)."""
+        dot_rows(x, acts, l, tile, w, acc)
+        return combine(tile, acc, part)
+
+    @BACKEND.jit(device=True, **_INLINE)
     def finish(bb, acts, out, l, layers, r, acc):
         """The epilogue, in the row's writer: + bias, GELU, store (x_{l+1} into acts, the last layer's into out)."""
         for b in range(B):
@@ -267,7 +306,7 @@ def tile_ops(geo: Geometry) -> TileOps:
             else:
                 acts[(l * B + b) * H + r] = y
 
-    return TileOps(load_tile, load_bias, prefetch_tile, row_sums, finish)
+    return TileOps(load_tile, load_bias, prefetch_tile, row_sums, dot_shared, combine, finish)
 
 
 @lru_cache(maxsize=None)
@@ -422,23 +461,49 @@ def instruction(table, blk, s):
     return op, table[blk, s, 1], table[blk, s, 2]
 
 
+def marked_slot(geo: Geometry) -> int:
+    """Words of one layer's output in the marked megakernel's acts: batch x hidden, made even."""
+    return geo.batch * geo.hidden + geo.batch * geo.hidden % 2
+
+
+def marked_fits(geo: Geometry) -> str | None:
+    """Why the marked megakernel cannot stage x_l of this size in shared memory, or None."""
+    if geo.batch * geo.hidden > MAX_STAGED:
+        return (f"batch x hidden = {geo.batch * geo.hidden}: the marked megakernel stages x_l in shared memory, "
+                f"at most {MAX_STAGED} floats")
+    return None
+
+
 @lru_cache(maxsize=None)
-def megakernel_db(geo: Geometry, prefetch: int = 1) -> Any:
+def megakernel_db(geo: Geometry, prefetch: int = 1, marked: bool = False) -> Any:
     """The megakernel with two tiles in flight per block: the next instruction's weights are loaded into a
     second register buffer before this one waits and computes, so a block's loads are in flight through its
     wait, its sums and its count (the registered megakernel's block streams nothing of its own in between).
-    Its own protocol, beside the exercise's: a block that has seen layer l - 1 complete does not poll again
-    for its next tiles of layer l (the barrier after its acquire covers them), and it counts its consecutive
-    tiles of a layer with one release add after the last of them (add n: one fence per run of tiles, not
-    one per tile). `prefetch`: the tiles after those two (instructions s + 2 .. s + 1 + prefetch) asked of L2,
-    more bytes in flight without registers. Same arguments, table, counters, error flag and stamps as the
-    megakernel."""
+    `prefetch`: the tiles after those two (instructions s + 2 .. s + 1 + prefetch) asked of L2, more bytes in
+    flight without registers. Its own protocol, beside the exercise's, one of two:
+
+    counters (marked=False): a block that has seen layer l - 1 complete does not poll again for its next
+    tiles of layer l (the barrier after its acquire covers them), and it counts its consecutive tiles of a
+    layer with one release add after the last of them (one fence per run of tiles, not one per tile).
+    Arguments, table, counters, error flag and stamps as the megakernel's.
+
+    data and flag in one word (marked=True): acts is int64, each word (epoch << 32) | the float's bits,
+    written with one 64-bit atomic exchange (single-copy atomic: a reader sees the old word or the new one,
+    whole); the epoch counts launches (counters[layers + 1], advanced by the last block out). A block
+    starting a layer stages x_l into shared memory: each thread loads its share of the words, all at once,
+    and polls again (bounded) until every one carries this launch's epoch; the value arrives with its flag,
+    so there is no counter, no release fence and no acquire poll between the layers, and x_l crosses L2 once
+    per block and layer. counters has layers + 2 words."""
     H, B, ROWS, T = geo.hidden, geo.batch, geo.rows, geo.tiles
     SLOTS = geo.row_threads // geo.slot_lanes
     W_REGS = geo.per_thread * geo.vec
+    STAGED = B * H if marked else 1
+    SLOT = marked_slot(geo)  # words per layer in acts (even: a layer's first pair of words is 16-byte aligned)
+    if marked and (why := marked_fits(geo)) is not None:
+        raise ValueError(why)
     ops = tile_ops(geo)
     load_tile, load_bias, row_sums, finish = ops.load_tile, ops.load_bias, ops.row_sums, ops.finish
-    prefetch_tile = ops.prefetch_tile
+    prefetch_tile, dot_shared, combine = ops.prefetch_tile, ops.dot_shared, ops.combine
 
     @BACKEND.jit(device=True, **_INLINE)
     def load_next(W, bias, table, blk, s, layers, w):
@@ -458,15 +523,63 @@ def megakernel_db(geo: Geometry, prefetch: int = 1) -> Any:
         return op, l, tile, bb
 
     @BACKEND.jit(device=True, **_INLINE)
-    def run_tile(x, acts, out, counters, status, stop, part, acc, w, bb, l, tile, next_l, layers, seen, done,
-                 spin_limit, stamps):
+    def stage_marked(x, marks, l, xs, epoch, spin_limit):
+        """x_l into shared memory, thread by thread a share of it: layer 0's x as it is; a later layer's words
+        loaded all at once, and again after a pause (at most spin_limit more times) while any lacks the
+        epoch. Returns True when one never got it."""
+        tid = cuda.threadIdx.x
+        if l == 0:
+            for i in range(tid, B * H, cuda.blockDim.x):
+                xs[i] = x[i]
+            return False
+        base = (l - 1) * SLOT  # the layer before's output, in words
+        cuda.syncthreads()  # this block's own words of layer l - 1 (its writers' stores) are in: no poll for them
+        spins = 0
+        late = True
+        while late and spins <= spin_limit:
+            if spins > 0:
+                nanosleep(POLL_SLEEP_NS)
+            late = False
+            for p in range(tid, -(-B * H // 2), cuda.blockDim.x):  # pairs of words, 16 bytes a load
+                a0, m0, a1, m1 = load_marked2_sys(marks, (base >> 1) + p)
+                xs[2 * p] = a0
+                late = late or m0 != epoch
+                if 2 * p + 1 < B * H:
+                    xs[2 * p + 1] = a1
+                    late = late or m1 != epoch
+            spins += 1
+        return late
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def finish_marked(bb, marks, out, l, layers, r, acc, epoch):
+        """The epilogue with the epoch: the last layer's plain floats into out, the others' marked words."""
+        for b in range(B):
+            y = gelu(acc[b] + bb, bb, bb)
+            if l == layers - 1:
+                out[b * H + r] = y
+            else:
+                word = (np.int64(epoch) << 32) | (np.int64(float_bits(y)) & 0xFFFFFFFF)
+                cuda.atomic.exch(marks, l * SLOT + b * H + r, word)
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def run_tile(x, acts, out, counters, status, stop, part, acc, xs, w, bb, l, tile, next_l, layers, seen, done,
+                 epoch, spin_limit, stamps):
         """Wait (unless this block already saw layer l - 1 complete), sum, finish; count the block's run of
-        tiles of layer l when the next instruction is of another layer. Returns (went on, seen, done)."""
+        tiles of layer l when the next instruction is of another layer (marked: stage x_l when the block
+        starts layer l, sum, store words). Returns (went on, seen, done)."""
         tid = cuda.threadIdx.x
         stamped = stamps.size > 1
         if stamped and tid == 0:
             stamps[3 * (l * T + tile)] = globaltimer()
-        if l > 0 and l != seen:  # the same for every thread of the block: the barrier inside is safe
+        if marked:
+            if l != seen:  # the same for every thread of the block: the barriers are safe
+                late = stage_marked(x, acts, l, xs, epoch, spin_limit)
+                if cuda.syncthreads_or(np.int32(late)):  # x_l staged by every thread, or one gave up
+                    if tid == 0:
+                        status[0] = l  # layer l - 1 never completed: an error for the host, never a hang
+                    return False, seen, done
+                seen = l
+        elif l > 0 and l != seen:  # the same for every thread of the block: the barrier inside is safe
             if tid == 0 and not wait_acquire(counters, l - 1, T, spin_limit):
                 status[0] = l  # layer l - 1 never completed: an error for the host, never a hang
                 stop[0] = 1
@@ -476,15 +589,21 @@ def megakernel_db(geo: Geometry, prefetch: int = 1) -> Any:
             seen = l
         if stamped and tid == 0:
             stamps[3 * (l * T + tile) + 1] = globaltimer()
-        r, writer = row_sums(x, acts, l, tile, w, acc, part)
-        if writer:
-            finish(bb, acts, out, l, layers, r, acc)
-        done += 1
-        if next_l != l:
-            cuda.syncthreads()  # every store of the run's tiles is issued, then released with one count
-            if tid == 0:
-                add_release_gpu(counters, l, done)
-            done = 0
+        if marked:
+            dot_shared(xs, tile, w, acc)
+            r, writer = combine(tile, acc, part)
+            if writer:
+                finish_marked(bb, acts, out, l, layers, r, acc, epoch)
+        else:
+            r, writer = row_sums(x, acts, l, tile, w, acc, part)
+            if writer:
+                finish(bb, acts, out, l, layers, r, acc)
+            done += 1
+            if next_l != l:
+                cuda.syncthreads()  # every store of the run's tiles is issued, then released with one count
+                if tid == 0:
+                    add_release_gpu(counters, l, done)
+                done = 0
         if stamped and tid == 0:
             stamps[3 * (l * T + tile) + 2] = globaltimer()  # the tile's end (its count, for a run's last tile)
         return True, seen, done
@@ -497,16 +616,19 @@ def megakernel_db(geo: Geometry, prefetch: int = 1) -> Any:
         acc = cuda.local.array(B, np.float32)
         part = cuda.shared.array((ROWS, SLOTS, B), np.float32)
         stop = cuda.shared.array(1, np.int32)
+        xs = cuda.shared.array(STAGED, np.float32)
         layers = bias.size // H
         tid, blk = cuda.threadIdx.x, cuda.blockIdx.x
         if tid == 0:
             stop[0] = 0
-        seen, done, s = 0, 0, 0  # seen: the layer whose wait this block has passed (layer 0 never waits)
+        epoch = counters[layers + 1] + 1 if marked else 0  # this launch's (the last one's, advanced)
+        # seen: the layer whose input this block has (counters: layer 0 never waits; marked: none staged yet)
+        seen, done, s = -1 if marked else 0, 0, 0
         op, l, tile, bba = load_next(W, bias, table, blk, -1, layers, wa)
         while op != OP_END:
             next_op, next_l, next_tile, bbb = load_next(W, bias, table, blk, s, layers, wb)
-            went, seen, done = run_tile(x, acts, out, counters, status, stop, part, acc, wa, bba, l, tile, next_l,
-                                        layers, seen, done, spin_limit, stamps)
+            went, seen, done = run_tile(x, acts, out, counters, status, stop, part, acc, xs, wa, bba, l, tile, next_l,
+                                        layers, seen, done, epoch, spin_limit, stamps)
             if not went:
                 break
             s += 1
@@ -514,14 +636,14 @@ def megakernel_db(geo: Geometry, prefetch: int = 1) -> Any:
             if op == OP_END:
                 break
             next_op, next_l, next_tile, bba = load_next(W, bias, table, blk, s, layers, wa)
-            went, seen, done = run_tile(x, acts, out, counters, status, stop, part, acc, wb, bbb, l, tile, next_l,
-                                        layers, seen, done, spin_limit, stamps)
+            went, seen, done = run_tile(x, acts, out, counters, status, stop, part, acc, xs, wb, bbb, l, tile, next_l,
+                                        layers, seen, done, epoch, spin_limit, stamps)
             if not went:
                 break
             s += 1
             op, l, tile = next_op, next_l, next_tile
-        if tid == 0:
-            retire_block(counters, layers)
+        if tid == 0 and retire_block(counters, layers) and marked:
+            counters[layers + 1] = epoch  # the next launch's blocks read it after this one has ended
 
     return BACKEND.jit(decode_megakernel_db, fastmath=True)
 

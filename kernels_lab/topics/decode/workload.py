@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -106,6 +107,7 @@ class Buffers:
             raise ArgumentError(why)
         self.W, self.bias, self.x, self.out = (a.reshape(a.size) for a in (W, bias, x, out))
         self.acts = cuda.device_array(max(1, self.layers - 1) * batch * hidden, np.float32, stream=stream)
+        self.protocol = protocol
         self.kernels = dk.kernels(self.geo, protocol)
 
     @property
@@ -197,43 +199,17 @@ def bind_graph_pdl(inputs, outputs, stream=0):
 
 # -- persistent and megakernel: one launch for all layers ---------------------------------------------
 
-def _signature(kernel_kind: str):
-    """The argument types the one-launch kernels are compiled for (a GPU sizes their grid from them)."""
+def _persistent_signature() -> tuple:
+    """The argument types the persistent kernel is compiled for (a GPU sizes its grid from them)."""
     from numba import types
-    vec = types.float32[::1]
-    if kernel_kind == "persistent":
-        return (vec,) * 5
-    return (vec,) * 5 + (types.int32[:, :, ::1], types.int32[::1], types.int32[::1], types.int64, types.int64[::1])
+    return (types.float32[::1],) * 5
 
 
 def persistent_blocks(geo: dk.Geometry) -> int:
     """Tiles per layer, or fewer: as many blocks as can be co-resident (grid sync needs all of them;
     the simulator's grid sync is a block barrier: one block there)."""
     k = dk.kernels(geo).persistent
-    return min(geo.tiles, BACKEND.resident_limit(k, _signature("persistent"), geo.threads))
-
-
-def megakernel_geometry(hidden: int, batch: int, threads: int = dk.THREADS, double_buffered: bool = False,
-                        row_threads: int | None = None) -> dk.Geometry:
-    """The megakernel's geometry; the double-buffered one holds two tiles of half the vectors each."""
-    return dk.geometry(hidden, batch, threads=threads, row_threads=row_threads,
-                       max_vectors=DB_VECTORS if double_buffered else dk.MAX_VECTORS)
-
-
-def megakernel_kernel(geo: dk.Geometry, double_buffered: bool = False, prefetch: int = DB_PREFETCH,
-                      protocol: tuple[Any, Any] = dk.PROTOCOL):
-    """The megakernel (compiled on first use): the exercise's with `protocol`, or the double-buffered one with
-    `prefetch` tiles asked of L2 beyond its two."""
-    return dk.megakernel_db(geo, prefetch) if double_buffered else dk.kernels(geo, protocol).megakernel
-
-
-def megakernel_blocks(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM,
-                      double_buffered: bool = False, prefetch: int = DB_PREFETCH) -> int:
-    """A few blocks per SM, every one resident (a block that polls must not wait for a slot held by
-    another poller); the simulator's persistent grid, its blocks run one after another."""
-    k = megakernel_kernel(geo, double_buffered, prefetch)
-    resident = BACKEND.persistent_grid(k, _signature("megakernel"), geo.threads)
-    return min(per_sm * BACKEND.facts().sm_count, resident, layers * geo.tiles)
+    return min(geo.tiles, BACKEND.resident_limit(k, _persistent_signature(), geo.threads))
 
 
 def plan_persistent(size: Size) -> Plan:
@@ -249,46 +225,106 @@ def bind_persistent(inputs, outputs, stream=0):
     return BACKEND.launcher(buf.kernels.persistent, persistent_blocks(buf.geo), buf.geo.threads, buf.chain, stream)
 
 
-def megakernel_table(geo: dk.Geometry, layers: int, per_sm: int = MEGA_BLOCKS_PER_SM,
-                     double_buffered: bool = False, prefetch: int = DB_PREFETCH) -> np.ndarray:
-    return dk.instruction_table(layers, geo.tiles, megakernel_blocks(geo, layers, per_sm, double_buffered, prefetch),
-                                serial=not BACKEND.blocks_run_together)
+@dataclass(frozen=True)
+class Mega:
+    """Which megakernel, and its shape: the exercise's (signal/wait plug in) or the double-buffered one with
+    counters or with marked activations (data and flag in one word)."""
+
+    per_sm: int = MEGA_BLOCKS_PER_SM  # blocks per SM, at most the resident ones
+    threads: int = dk.THREADS
+    row_threads: int | None = None    # None: the geometry's own
+    double_buffered: bool = False     # two tiles in flight per block (dk.megakernel_db)
+    prefetch: int = DB_PREFETCH       # double-buffered: tiles asked of L2 beyond its two
+    marked: bool = False              # double-buffered: data and flag in one word instead of counters
+
+    def __post_init__(self):
+        if self.marked and not self.double_buffered:
+            raise ValueError("Mega: marked activations are a protocol of the double-buffered megakernel")
+
+    def geometry(self, hidden: int, batch: int) -> dk.Geometry:
+        """The double-buffered megakernel holds two tiles of half the vectors each."""
+        return dk.geometry(hidden, batch, threads=self.threads, row_threads=self.row_threads,
+                           max_vectors=DB_VECTORS if self.double_buffered else dk.MAX_VECTORS)
+
+    def kernel(self, geo: dk.Geometry, protocol: tuple[Any, Any] = dk.PROTOCOL):
+        """The kernel (compiled on first use): the exercise's with `protocol`, or the double-buffered one."""
+        if self.double_buffered:
+            return dk.megakernel_db(geo, self.prefetch, self.marked)
+        return dk.kernels(geo, protocol).megakernel
+
+    def blocks(self, geo: dk.Geometry, layers: int) -> int:
+        """A few blocks per SM, every one resident (a block that polls must not wait for a slot held by
+        another poller); the simulator's persistent grid, its blocks run one after another."""
+        resident = BACKEND.persistent_grid(self.kernel(geo), self.signature(), geo.threads)
+        return min(self.per_sm * BACKEND.facts().sm_count, resident, layers * geo.tiles)
+
+    def signature(self) -> tuple:
+        """The argument types the kernel is compiled for (a GPU sizes its grid from them)."""
+        from numba import types
+        vec = types.float32[::1]
+        acts = types.int64[::1] if self.marked else vec
+        return (vec, vec, vec, acts, vec, types.int32[:, :, ::1], types.int32[::1], types.int32[::1], types.int64,
+                types.int64[::1])
+
+    def why_not(self, size: Size) -> str | None:
+        geo = self.geometry(size.hidden, size.batch)
+        return dk.too_large(geo) or (dk.marked_fits(geo) if self.marked else None)
 
 
-def _megakernel_bytes(table: np.ndarray, layers: int, threads: int, prefetch: int | None) -> tuple[int, int]:
-    """(read, written) beyond the tiles': every thread reads each instruction (3 words) and the END
-    (1 word); thread 0 polls once per waiting instruction (the floor: a GPU polls more while it
-    waits; exact on the simulator, where the table never waits), adds 1 per tile (a release add)
-    and 1 per block (an atomic add); the last block out zeroes the layers + 1 counters.
-    prefetch (the double-buffered megakernel's L2 look-ahead; None: the megakernel): its threads read
-    the entries they prefetch too, and it polls and adds once per run of a block's tiles of a layer."""
+EXERCISE_MEGA = Mega()                       # the registered megakernel: lesson 07's protocol plugs in
+DB_MEGA = Mega(double_buffered=True)          # megakernel_db
+MARKED_MEGA = Mega(double_buffered=True, marked=True)  # megakernel_marked
+
+
+def megakernel_table(geo: dk.Geometry, layers: int, mega: Mega = EXERCISE_MEGA) -> np.ndarray:
+    return dk.instruction_table(layers, geo.tiles, mega.blocks(geo, layers), serial=not BACKEND.blocks_run_together)
+
+
+def _megakernel_bytes(table: np.ndarray, size: Size, threads: int, mega: Mega) -> tuple[int, int]:
+    """(read, written) beyond the tiles' weights and biases (_tile_bytes).
+    The megakernel: each tile's rows read x_l; every thread reads each instruction (3 words) and the END
+    (1 word); thread 0 polls once per waiting instruction (the floor: a GPU polls more while it waits;
+    exact on the simulator, where the table never waits), adds 1 per tile (a release add) and 1 per block
+    (an atomic add); the last block out zeroes the layers + 1 counters.
+    Double-buffered: its threads read the table entries they prefetch too; with counters, it polls and
+    adds once per run of a block's consecutive tiles of a layer; marked, a block reads x_l once per run
+    (layer 0's floats, a later layer's 16-byte pairs of words; the floor again: a GPU re-reads the words
+    that were not there yet), writes each activation as an 8-byte exchange (read and written), every thread
+    reads the epoch and the last block out writes it."""
+    H, B, L = size.hidden, size.batch, size.layers
     tiles = table[:, :, 0] == dk.OP_TILE
-    instructions = int(tiles.sum())
-    if prefetch is None:
-        starts, table_words = tiles, 3 * instructions + table.shape[0]
+    instructions, blocks = int(tiles.sum()), table.shape[0]
+    if not mega.double_buffered:
+        starts, table_words = tiles, 3 * instructions + blocks
     else:  # a run starts where the layer differs from the instruction before (or at slot 0)
         starts = tiles.copy()
         starts[:, 1:] &= table[:, 1:, 1] != table[:, :-1, 1]
-        table_words = dk.db_table_words(table, prefetch)
-    counted = int(starts.sum())
-    waiting = int((starts & (table[:, :, 1] > 0)).sum())
-    blocks = table.shape[0]
-    counts = counted + waiting + BACKEND.atomic_add_reads * blocks
-    return F32 * (threads * table_words + counts), F32 * (counted + blocks + layers + 1)
+        table_words = dk.db_table_words(table, mega.prefetch)
+    runs = int(starts.sum())
+    done = BACKEND.atomic_add_reads * blocks
+    if not mega.marked:
+        waiting = int((starts & (table[:, :, 1] > 0)).sum())
+        x_per_layer = F32 * H * B * H  # each row's threads read all of x_l (L1 serves the block's other rows)
+        return (L * x_per_layer + F32 * (threads * table_words + runs + waiting + done),
+                F32 * (runs + blocks + L + 1))
+    first_runs = int((starts & (table[:, :, 1] == 0)).sum())
+    staged = first_runs * F32 * B * H + (runs - first_runs) * 16 * (-(-B * H // 2))
+    exchanged = 8 * (L - 1) * B * H
+    return (staged + exchanged + F32 * (threads * table_words + threads * blocks + done),
+            exchanged + F32 * (blocks + L + 1 + 1))
 
 
-def plan_megakernel(size: Size, per_sm: int = MEGA_BLOCKS_PER_SM, threads: int = dk.THREADS,
-                    double_buffered: bool = False, row_threads: int | None = None,
-                    prefetch: int = DB_PREFETCH) -> Plan:
-    geo = megakernel_geometry(size.hidden, size.batch, threads, double_buffered, row_threads)
-    table = megakernel_table(geo, size.layers, per_sm, double_buffered, prefetch)
+def plan_megakernel(size: Size, mega: Mega = EXERCISE_MEGA) -> Plan:
+    geo = mega.geometry(size.hidden, size.batch)
+    table = megakernel_table(geo, size.layers, mega)
     read, written = _tile_bytes(size, bias=True)
-    extra_read, extra_written = _megakernel_bytes(table, size.layers, geo.threads,
-                                                  prefetch if double_buffered else None)
-    in_flight = F32 * geo.vec * geo.per_thread * (2 if double_buffered else 1)
-    kernel = megakernel_kernel(geo, double_buffered, prefetch)
-    return Plan((KernelLaunch(kernel_name(kernel), table.shape[0], geo.threads,
-                              size.layers * read + extra_read, size.layers * written + extra_written,
+    x_read = F32 * size.hidden * size.batch * size.hidden
+    extra_read, extra_written = _megakernel_bytes(table, size, geo.threads, mega)
+    last = F32 * size.batch * size.hidden  # the last layer's out (a marked megakernel writes the others' words)
+    written_total = (last if mega.marked else size.layers * written) + extra_written
+    in_flight = F32 * geo.vec * geo.per_thread * (2 if mega.double_buffered else 1)
+    return Plan((KernelLaunch(kernel_name(mega.kernel(geo)), table.shape[0], geo.threads,
+                              size.layers * (read - x_read) + extra_read, written_total,
                               read_bytes_in_flight=in_flight),))
 
 
@@ -301,21 +337,26 @@ class MegakernelLaunch:
     """The megakernel bound once (table, counters, error flag); refuses to go on after a timed-out wait."""
 
     def __init__(self, buf: Buffers, table: np.ndarray, spin_limit: int, stream, stamped: bool = False,
-                 double_buffered: bool = False, prefetch: int = DB_PREFETCH):
+                 mega: Mega = EXERCISE_MEGA):
         self.table, self.layers, self.tiles = table, buf.layers, buf.geo.tiles
-        self.counters = cuda.to_device(np.zeros(buf.layers + 1, np.int32), stream=stream)
+        # a count per layer, the finished blocks, and (marked) the last launch's epoch
+        self.counters = cuda.to_device(np.zeros(buf.layers + 2, np.int32), stream=stream)
         self.status = cuda.mapped_array(1, np.int32)  # the host reads it without a copy
         self._status = BACKEND.host_view(self.status)
         self._status[0] = 0
         # %globaltimer stamps, 3 per tile (start, after the wait, after the count), or a 1-word stand-in
         self.stamps = cuda.to_device(np.zeros(3 * buf.layers * buf.geo.tiles if stamped else 1, np.int64),
                                      stream=stream)
-        args = (*buf.chain, cuda.to_device(table, stream=stream), self.counters, self.status, np.int64(spin_limit),
+        chain = buf.chain
+        if mega.marked:  # the activations as marked words, epoch 0: none carries a launch's epoch yet
+            words = np.zeros(max(1, buf.layers - 1) * dk.marked_slot(buf.geo), np.int64)
+            chain = (*chain[:3], cuda.to_device(words, stream=stream), chain[4])
+        args = (*chain, cuda.to_device(table, stream=stream), self.counters, self.status, np.int64(spin_limit),
                 self.stamps)
-        self.kernel = dk.megakernel_db(buf.geo, prefetch) if double_buffered else buf.kernels.megakernel
+        self.kernel = mega.kernel(buf.geo, buf.protocol)
         self.geo = buf.geo
         # per block: tiles of weights held in registers, and asked of L2 beyond them
-        self.tiles_held = (2, prefetch) if double_buffered else (1, 1)
+        self.tiles_held = (2, mega.prefetch) if mega.double_buffered else (1, 1)
         self._launch = BACKEND.launcher(self.kernel, table.shape[0], buf.geo.threads, args, stream)
         self.args = args
 
@@ -352,39 +393,32 @@ class MegakernelLaunch:
 
 def bind_megakernel_with(inputs, outputs, stream=0, *, table: np.ndarray | None = None,
                          spin_limit: int = SPIN_LIMIT, geometry: dk.Geometry | None = None,
-                         per_sm: int = MEGA_BLOCKS_PER_SM, threads: int = dk.THREADS,
-                         stamped: bool = False, protocol: tuple[Any, Any] = dk.PROTOCOL,
-                         double_buffered: bool = False, row_threads: int | None = None,
-                         prefetch: int = DB_PREFETCH) -> MegakernelLaunch:
+                         mega: Mega = EXERCISE_MEGA, stamped: bool = False,
+                         protocol: tuple[Any, Any] = dk.PROTOCOL) -> MegakernelLaunch:
     """The megakernel with the default table, geometry and (signal, wait) protocol, or the ones given (the
     tests' way to make a block wait in vain or to run GPU-shaped rows on the simulator; lesson 07's check of
-    a student's protocol); double_buffered: the megakernel with two tiles in flight per block and its own
-    protocol (dk.megakernel_db: `protocol` does not apply), `prefetch` tiles asked of L2 beyond its two."""
-    if double_buffered and protocol is not dk.PROTOCOL:
-        raise ArgumentError("the double-buffered megakernel has its own protocol (one count per run of tiles); "
-                            "a (signal, wait) protocol plugs into the megakernel only")
+    a student's protocol); `mega`: another megakernel or shape (the double-buffered ones have their own
+    protocols: a (signal, wait) plugs into the exercise's only)."""
+    if mega.double_buffered and protocol is not dk.PROTOCOL:
+        raise ArgumentError("the double-buffered megakernel has its own protocol (one count per run of tiles, or "
+                            "marked activations); a (signal, wait) protocol plugs into the megakernel only")
     x = inputs.get("x")
     if geometry is None and x is not None and len(getattr(x, "shape", ())) == 2:
-        geometry = megakernel_geometry(x.shape[1], x.shape[0], threads, double_buffered, row_threads)
-    buf = Buffers(inputs, outputs, stream, geometry, threads, protocol)
+        geometry = mega.geometry(x.shape[1], x.shape[0])
+    buf = Buffers(inputs, outputs, stream, geometry, mega.threads, protocol)
+    if mega.marked and (why := dk.marked_fits(buf.geo)) is not None:
+        raise ArgumentError(why)
     if table is None:
-        table = megakernel_table(buf.geo, buf.layers, per_sm, double_buffered, prefetch)
-    return MegakernelLaunch(buf, np.ascontiguousarray(table, np.int32), spin_limit, stream, stamped, double_buffered,
-                            prefetch)
+        table = megakernel_table(buf.geo, buf.layers, mega)
+    return MegakernelLaunch(buf, np.ascontiguousarray(table, np.int32), spin_limit, stream, stamped, mega)
 
 
-def megakernel_variant(name: str, per_sm: int = MEGA_BLOCKS_PER_SM, about: str = "",
-                       threads: int = dk.THREADS, double_buffered: bool = False,
-                       row_threads: int | None = None, prefetch: int = DB_PREFETCH) -> Variant:
-    """The megakernel with `per_sm` blocks of `threads` per SM, double-buffered (with `prefetch` tiles asked
-    of L2) or not, `row_threads` per row or the geometry's own (the benchmark times other shapes beside the
+def megakernel_variant(name: str, mega: Mega = EXERCISE_MEGA, about: str = "") -> Variant:
+    """A megakernel of the given kind and shape as a variant (the benchmark times other shapes beside the
     registered ones)."""
-    return Variant(name, "persistent", about,
-                   lambda size: plan_megakernel(size, per_sm, threads, double_buffered, row_threads, prefetch),
-                   lambda inputs, outputs, stream=0: bind_megakernel_with(
-                       inputs, outputs, stream, per_sm=per_sm, threads=threads, double_buffered=double_buffered,
-                       row_threads=row_threads, prefetch=prefetch),
-                   limit=_limit)
+    return Variant(name, "persistent", about, lambda size: plan_megakernel(size, mega),
+                   lambda inputs, outputs, stream=0: bind_megakernel_with(inputs, outputs, stream, mega=mega),
+                   limit=mega.why_not)
 
 
 WORKLOAD = register(Workload(
@@ -411,12 +445,16 @@ for _name, _pattern, _about, _plan, _bind in (
          "weights loaded before it", plan_persistent, bind_persistent)):
     WORKLOAD.add(Variant(_name, _pattern, _about, _plan, _bind, limit=_limit))
 WORKLOAD.add(megakernel_variant(
-    "megakernel", about=f"up to {MEGA_BLOCKS_PER_SM} resident blocks per SM run an instruction table; a counter per "
-    "layer (the producer's release add after its stores, the consumer's bounded acquire poll); each tile's weights "
-    "loaded before its wait, the block's next tile asked of L2"))
+    "megakernel", EXERCISE_MEGA, f"up to {MEGA_BLOCKS_PER_SM} resident blocks per SM run an instruction table; a "
+    "counter per layer (the producer's release add after its stores, the consumer's bounded acquire poll); each "
+    "tile's weights loaded before its wait, the block's next tile asked of L2"))
 WORKLOAD.add(megakernel_variant(
-    "megakernel_db", double_buffered=True, about="megakernel with two tiles in flight per block (the next tile's "
-    "weights load into a second register buffer while this one waits and computes); one poll per layer per block, "
-    "one release add per run of a block's tiles of a layer"))
+    "megakernel_db", DB_MEGA, "megakernel with two tiles in flight per block (the next tile's weights load into "
+    "a second register buffer while this one waits and computes); one poll per layer per block, one release add "
+    "per run of a block's tiles of a layer"))
+WORKLOAD.add(megakernel_variant(
+    "megakernel_marked", MARKED_MEGA, "megakernel_db with data and flag in one word: each activation stored with "
+    "the launch's epoch in one 64-bit exchange; a block stages x_l in shared memory, polling the words themselves: "
+    "no counter, fence or acquire between layers"))
 
 from . import protocol  # noqa: E402,F401  (it registers lesson 07's graded exercise on the megakernel)
