@@ -43,6 +43,11 @@ def _marked(f) -> bool:
     return getattr(f, _MARK, False)
 
 
+def _cluster_of(f) -> int:
+    from .clusters import cluster_of
+    return cluster_of(f)
+
+
 def install() -> None:
     """Patch the simulator's block manager and shared arrays (idempotent; simulator only)."""
     from numba.cuda.simulator import kernel, kernelapi
@@ -67,7 +72,9 @@ def install() -> None:
             t = threading.Thread(target=body, daemon=True, name=f"block {tuple(grid_point)}")
             t.start()
             BlockManager._running.append((t, errors))
-            if tuple(grid_point) == tuple(d - 1 for d in self._grid_dim):  # the last block: join them all
+            cluster = _cluster_of(self._f)  # a cluster launch (clusters.py): one cluster at a time
+            if tuple(grid_point) == tuple(d - 1 for d in self._grid_dim) or \
+                    cluster and (grid_point[0] + 1) % cluster == 0:  # the last block (of a cluster): join them all
                 running, BlockManager._running = BlockManager._running, []
                 for thread, _ in running:
                     thread.join()

@@ -619,4 +619,4 @@ WORKLOAD.add_exercise(Exercise(
     speed=SpeedSpec(_s(rows=16384, cols=1024), "kernels_lab.topics.softmax.workload:softmax_shared_kernel",
                     rows_of(SHARED_BLOCK))))
 
-from . import cross_entropy, split  # noqa: E402,F401  (they register the split variant and cross-entropy)
+from . import cluster, cross_entropy, split  # noqa: E402,F401  (they register the split and cluster variants)

@@ -1,0 +1,235 @@
+"""Thread-block clusters (kernels_lab/clusters.py) and the cluster softmax (topics/softmax/cluster.py).
+
+On the simulator a cluster's blocks run side by side, DSMEM is the other block's shared array and the cluster
+barrier a real barrier: the same kernels as on a GPU, at small widths. The PTX of every intrinsic is compiled
+for sm_90 in a child on the PTX back-end and assembled with ptxas where it is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernels_lab import clusters
+from kernels_lab.arrays import poisoned, to_device
+from kernels_lab.checks import compare
+from kernels_lab.clusters import (ClusterError, cluster_arrive, cluster_launcher, cluster_rank, cluster_refusal,
+                                  cluster_sync, cluster_wait, dsmem_load)
+from kernels_lab.core import get_workload
+from kernels_lab.intrinsics import nanosleep
+from kernels_lab.runtime import ON_GPU, ON_SIMULATOR, cuda
+from kernels_lab.topics.softmax import cluster as cl
+from kernels_lab.topics.softmax import cluster_probe as probe
+
+ROOT = Path(__file__).resolve().parents[1]
+W = get_workload("softmax")
+sim_only = pytest.mark.skipif(not ON_SIMULATOR, reason="the simulator's cluster model")
+
+
+# -- the intrinsics -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k,count", [(2, 2), (3, 1), (4, 1)])
+def test_ranks_sizes_and_dsmem_loads_and_stores(k, count):
+    # every block: its rank, k, its cluster; the next block's value by DSMEM load; the previous block's by store
+    found = probe.probe_ranks(k, count)
+    assert found["ok"], found["first_wrong"]
+
+
+@cuda.jit
+def late_writer(out):
+    # rank 1 writes its value late; the barrier must hold rank 0 until it has
+    s = cuda.shared.array(1, np.float32)
+    r = cluster_rank()
+    if cuda.threadIdx.x == 0:
+        s[0] = np.float32(-1)
+    cluster_sync()
+    if r == 1 and cuda.threadIdx.x == 0:
+        nanosleep(200_000_000)  # 0.2 s on the simulator: long enough for a barrier that did not wait to show
+        s[0] = np.float32(7)
+    cluster_arrive()
+    cluster_wait()
+    if r == 0:
+        out[cuda.threadIdx.x] = dsmem_load(s, 0, 1)
+    cluster_sync()  # rank 1 does not leave while rank 0 reads its shared memory
+
+
+def test_the_cluster_barrier_waits_for_every_block():
+    out = cuda.to_device(np.zeros(4, np.float32))
+    cluster_launcher(late_writer, 2, 4, 2, (out,))()
+    assert (out.copy_to_host() == 7).all()
+
+
+@cuda.jit
+def arrives_twice(out):
+    cluster_arrive()
+    cluster_arrive()
+
+
+@cuda.jit
+def rank_out_of_range(out):
+    s = cuda.shared.array(1, np.float32)
+    cluster_sync()
+    out[0] = dsmem_load(s, 0, 2)
+
+
+@cuda.jit
+def one_thread_skips(out):
+    if cuda.threadIdx.x != 1:
+        cluster_sync()
+
+
+@sim_only
+@pytest.mark.parametrize("kernel,words", [(arrives_twice, "twice"), (rank_out_of_range, "rank 2 of a cluster of 2")])
+def test_undefined_cluster_operations_are_errors(kernel, words):
+    with pytest.raises(Exception, match=words):
+        cluster_launcher(kernel, 2, 2, 2, (cuda.to_device(np.zeros(1, np.float32)),))()
+
+
+@sim_only
+def test_a_thread_that_never_reaches_the_barrier_is_an_error_not_a_hang(monkeypatch):
+    monkeypatch.setattr(clusters, "BARRIER_LIMIT_S", 1.0)
+    with pytest.raises(Exception, match="never arrived"):
+        cluster_launcher(one_thread_skips, 2, 2, 2, (cuda.to_device(np.zeros(1, np.float32)),))()
+
+
+@sim_only
+def test_a_cluster_operation_outside_a_cluster_launch_is_an_error():
+    out = cuda.to_device(np.zeros(1, np.float32))
+    with pytest.raises(Exception, match="outside a cluster launch"):
+        arrives_twice[1, 1](out)
+
+
+def test_launch_shapes_and_old_gpus_are_refused_naming_the_need():
+    out = cuda.to_device(np.zeros(1, np.float32))
+    with pytest.raises(ClusterError, match="not a whole number of clusters"):
+        cluster_launcher(arrives_twice, 3, 2, 2, (out,))
+    with pytest.raises(ClusterError, match="at most 16"):
+        cluster_launcher(arrives_twice, 32, 2, 32, (out,))
+    with pytest.raises(ClusterError, match="1-D grid"):
+        cluster_launcher(arrives_twice, (2, 1), 2, 2, (out,))
+    why = cluster_refusal((8, 0))
+    assert "compute capability >= 9.0" in why and "8.0" in why and "\n" not in why
+    assert cluster_refusal((9, 0)) is None
+
+
+@sim_only
+def test_the_simulator_internals_clusters_touch_are_where_they_were():
+    # clusters.py reads the launch in progress and its shared arrays from numba-cuda 0.30's simulator
+    from numba.cuda.simulator import kernel, kernelapi
+    assert hasattr(kernel, "_kernel_context")
+    module = kernelapi.FakeCUDAModule((1, 1, 1), (1, 1, 1), 0)
+    assert isinstance(module._shared._allocations, dict)
+    assert {"blockIdx", "_manager", "abort"} <= set(vars(kernel.BlockThread(lambda: None, _Manager(), (0, 0, 0),
+                                                                           (0, 0, 0), False)))
+
+
+class _Manager:
+    _block_dim = (1, 1, 1)
+
+
+# -- the PTX: sm_90, and what it contains ------------------------------------------------------------------
+
+PTX_CHILD = r"""
+import re, sys
+from numba import types
+from kernels_lab.capabilities import compile_ptx
+from kernels_lab.topics.softmax import cluster as cl, cluster_probe as cp
+f32 = types.float32[::1]
+kernels = [(cp.ranks_kernel, (f32,)), (cp.dynamic_kernel, (f32, types.int64)),
+           (cl.cluster_kernel(cl.ClusterShape(4, 128, 4)), (f32, f32, types.int64, types.int64, types.int64))]
+for i, (k, sig) in enumerate(kernels):
+    ptx = compile_ptx(k.py_func, sig, cc=(9, 0))
+    open(sys.argv[1] + f"/k{i}.ptx", "w").write(ptx)
+"""
+
+
+@pytest.mark.skipif(ON_GPU, reason="compiled on the GPU by every GPU test")
+def test_the_intrinsics_compile_for_sm90_and_assemble(tmp_path):
+    from kernels_lab import capabilities
+    libs = capabilities.ptx_libraries()
+    if not libs.available:
+        pytest.skip(f"no PTX compiler here: {libs.detail}")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(KERNELS_LAB_BACKEND="ptx", PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-c", PTX_CHILD, str(tmp_path)], check=True, env=env, timeout=300)
+    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(3)]
+    for needed in ("%cluster_ctarank", "%cluster_nctarank", "%clusterid.x", "mapa.shared::cluster.u32",
+                   "ld.shared::cluster.f32", "st.shared::cluster.f32", "barrier.cluster.arrive.release",
+                   "barrier.cluster.wait.acquire"):
+        assert needed in texts[0], needed
+    assert "st.shared::cluster.f32" in texts[2] and "barrier.cluster.wait.acquire" in texts[2]
+    if shutil.which("ptxas") is None:
+        return
+    for i, text in enumerate(texts):
+        # an older ptxas than NVVM's ISA: the instructions need ISA 7.8 (sm_90), which every ptxas for sm_90 takes
+        path = tmp_path / f"k{i}_80.ptx"
+        path.write_text(re.sub(r"^\.version \S+", ".version 8.0", text, flags=re.M))
+        done = subprocess.run(["ptxas", "-arch=sm_90", str(path), "-o", os.devnull], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    old = tmp_path / "k0_sm80.ptx"
+    old.write_text(re.sub(r"^\.target \S+", ".target sm_80", (tmp_path / "k0_80.ptx").read_text(), flags=re.M))
+    done = subprocess.run(["ptxas", "-arch=sm_80", str(old), "-o", os.devnull], capture_output=True, text=True)
+    assert done.returncode != 0 and "requires .target sm_90" in done.stderr
+
+
+# -- the cluster softmax ---------------------------------------------------------------------------------------
+
+def _run(rows, cols, shape, rng, scale=1.0, clusters_=None):
+    inputs = W.make_inputs(W.size(rows=rows, cols=cols), rng)
+    inputs["x"] *= np.float32(scale)
+    out = poisoned(W.output_specs(W.size(rows=rows, cols=cols)))
+    cl.bind_cluster(to_device(inputs), out, shape=shape, clusters=clusters_)()
+    _, bad = compare("out", out["out"].copy_to_host(), W.reference(inputs)["out"], W.tolerance)
+    return inputs, bad
+
+
+@pytest.mark.parametrize("what,rows,cols,slices,threads,clusters_,scale", [
+    ("2 blocks, odd width (a multiple of neither 4 nor 32), a cluster per row", 3, 67, 2, 32, None, 1.0),
+    ("3 blocks (k need not be a power of two), 2 clusters striding over 5 rows", 5, 131, 3, 32, 2, 1.0),
+    ("4 blocks, the last with no columns of the row, rows near +-6400", 2, 17, 4, 32, None, 64.0),
+    ("1 block: the cluster of one", 3, 66, 1, 32, None, 1.0),
+    ("8 blocks, 2 chunks a thread", 2, 2001, 8, 32, 1, 1.0),
+])
+def test_cluster_softmax_matches_float64(what, rows, cols, slices, threads, clusters_, scale, rng):
+    shape = cl.cluster_shape(cols, slices=slices, threads=threads)
+    inputs, bad = _run(rows, cols, shape, rng, scale, clusters_)
+    assert bad is None, f"{what}: {bad}"
+    if rows >= 2 and scale == 1.0:  # the rows that overflow or underflow exp without the max subtracted
+        assert inputs["x"][0].min() > 88.8 and inputs["x"][1].max() < -104
+
+
+def test_the_registered_variant_takes_its_layout_from_the_width(rng):
+    # simulator widths: several blocks a row (slices of cl.SLICE_FLOATS), the one path a GPU takes
+    inputs, bad = _run(2, 203, None, rng)
+    assert bad is None, bad
+    assert cl.cluster_shape(203).slices > 1 if ON_SIMULATOR else True
+
+
+def test_layouts_by_width_and_the_widest_row():
+    for cols in (8192, 32768, 50257, 131072, 262144):
+        s = cl.cluster_shape(cols)
+        assert s is not None and s.slices <= 8 and s.chunks <= 8, cols
+        assert s.slice_vectors(cols) <= s.threads * s.chunks, cols  # every vector of a slice has a thread
+    widest = 8 * 1024 * 8 * 4
+    assert cl.cluster_shape(widest - 6, slices=8) is not None  # 65536 vectors with the row's unaligned start
+    assert cl.cluster_shape(widest + 4, slices=8) is None
+    assert cl.cluster_shape(widest + 4, slices=16) is not None
+    why = W.variant("cluster").why_not(W.size(rows=1, cols=widest + 4))
+    assert why is not None and "`online`" in why
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [8192, 50257, 131072, 262138])
+def test_cluster_softmax_on_the_gpu_at_real_widths(cols, rng):
+    for shape in (None, cl.cluster_shape(cols, slices=4)):
+        if shape is None and cl.cluster_shape(cols) is None:
+            continue
+        _, bad = _run(9, cols, shape, rng, scale=64.0)
+        assert bad is None, f"{shape}: {bad}"
