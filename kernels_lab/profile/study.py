@@ -77,10 +77,10 @@ class AnchorUnavailable(RuntimeError):
 class Line:
     """One thing a study measures that is ours: a workload variant, registered or a numbered version of one.
 
-    fits(size)      -> False where this line does not run (beyond its variant's own limit), e.g. where
-                       a version's layout is the registered one's
-    describe(size)  -> fields its records carry (its layout, its kernels' names, a planned byte count
-                       that differs from its variant's)
+    fits(size)      -> False where this line does not run (beyond its variant's own limit)
+    repeats(size)   -> True where it would time what another line times (a version whose layout is the
+                       registered one's at this width): checked there, never timed twice
+    describe(size)  -> fields its records carry (its layout, its kernels' names)
     """
 
     name: str
@@ -89,15 +89,17 @@ class Line:
     what: str = ""
     fits: Callable[[Size], bool] | None = None
     describe: Callable[[Size], dict[str, Any]] | None = None
+    repeats: Callable[[Size], bool] | None = None
 
     def runs(self, size: Size) -> bool:
         return self.variant.why_not(size) is None and (self.fits is None or bool(self.fits(size)))
 
 
 def version(name: str, variant: Variant, what: str, *, fits: Callable[[Size], bool] | None = None,
-            describe: Callable[[Size], dict[str, Any]] | None = None) -> Line:
+            describe: Callable[[Size], dict[str, Any]] | None = None,
+            repeats: Callable[[Size], bool] | None = None) -> Line:
     """A numbered version (v3, a tiling): a variant that is not registered, measured as a line of the study."""
-    return Line(name, variant, False, what, fits, describe)
+    return Line(name, variant, False, what, fits, describe, repeats)
 
 
 @dataclass(frozen=True)
@@ -133,10 +135,12 @@ class Study:
     useful_bytes(size)  the bytes the problem must move, the same for every line: GBs_useful
     weight_bytes(size)  the weights' bytes read per pass, where there are weights: GBs_weight
     check_size(size)    the smaller size a line is checked at before it is timed at `size` (default: `size`)
-    check_sizes         what a back-end that cannot time runs (CI on the simulator): every line must run at one
+    check_sizes         what a back-end that cannot time runs (CI on the simulator): each line is checked at the
+                        first of them it runs (list them cheapest first); every line must run at one
     rows_axis           an axis whose rows are independent: the re-check after timing compares windows of it
                         (every input and output whose first dimension is that axis is cut); None: the whole
     harder              {name: inputs -> inputs}: more checks on transformed inputs (x * 64), every line
+    describe(line, size) more fields for every line's records (a registered variant's layout at this size)
     derive(record)      more fields from a finished record (us per step, TFLOP/s)
     meta()              more fields for the results file's meta
     """
@@ -152,6 +156,7 @@ class Study:
     check_size: Callable[[Size], Size] | None = None
     rows_axis: str | None = None
     harder: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+    describe: Callable[[Line, Size], dict[str, Any]] | None = None
     derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     meta: Callable[[], dict[str, Any]] | None = None
     about: str = ""
@@ -278,6 +283,7 @@ def _line_fields(study: Study, line: Line, size: Size, check: Check | None) -> d
             "size": dict(size), "launches": plan.n_launches, "bytes_model": plan.bytes_total,
             "checked": None if check is None else check.ok, "problem": None if check is None else check.problem,
             "max_rel_err": None if check is None else check.max_rel_err,
+            **(study.describe(line, size) if study.describe is not None else {}),
             **(line.describe(size) if line.describe is not None else {})}
 
 
@@ -302,6 +308,7 @@ def _finish(study: Study, group: Group, rec: dict[str, Any], size: Size, ceiling
     rec.update(group=group.name, bytes_useful=useful, bytes_weight=weight, GBs_model=rate(rec["bytes_model"]),
                GBs_useful=rate(useful), GBs_weight=rate(weight))
     rec["of_ceiling"] = rec["GBs_useful"] / ceiling if ceiling and rec["GBs_useful"] else None
+    rec["vs_anchor"] = None  # set once every line of the size is timed
     if study.derive is not None:
         rec.update(study.derive(rec))
     return rec
@@ -312,7 +319,8 @@ def measure_size(study: Study, group: Group, size: Size, *, reps: int, seed: int
     """Every line (and anchor) of `group` that runs `size`: checked, timed on both clocks, re-checked."""
     w = study.workload
     wanted = set(group.lines) if group.lines is not None else None
-    lines = [ln for ln in study.lines() if (wanted is None or ln.name in wanted) and ln.runs(size)]
+    lines = [ln for ln in study.lines() if (wanted is None or ln.name in wanted) and ln.runs(size)
+             and not (ln.repeats is not None and ln.repeats(size))]
     anchors = [a for a in study.anchors if wanted is None or a.name in wanted]
     small = study.check_size(size) if study.check_size is not None else size
     checks = {ln.name: check_line(study, ln, small, seed) for ln in lines}
@@ -373,14 +381,16 @@ def measure_size(study: Study, group: Group, size: Size, *, reps: int, seed: int
     return records
 
 
-def check_size_records(study: Study, size: Size, seed: int, problems: list[str],
-                       say: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Where nothing can be timed: every line that runs `size`, checked there, recorded untimed."""
+def check_size_records(study: Study, size: Size, seed: int, problems: list[str], say: Callable[[str], None],
+                       done: set[str]) -> list[dict[str, Any]]:
+    """Where nothing can be timed: every line that runs `size` and is not in `done` (checked at an earlier
+    check size), checked here, recorded untimed; adds them to `done`."""
     group = Group("check", (size,))
     out = []
     for ln in study.lines():
-        if not ln.runs(size):
+        if ln.name in done or not ln.runs(size):
             continue
+        done.add(ln.name)
         c = check_line(study, ln, size, seed)
         if not c.ok:
             problems.append(f"{study.name} {ln.name} at {size}: WRONG: {c.problem}")
@@ -437,8 +447,9 @@ def run_study(study: Study, json_path: str | Path, *, command: str, reps: int | 
         return results.dump(meta, records, json_path)
 
     if skipped:
+        done: set[str] = set()
         for size in study.check_sizes:
-            records += check_size_records(study, size, seed, problems, say)
+            records += check_size_records(study, size, seed, problems, say, done)
             path = save()
         return StudyRun(records, problems, skipped, path)
     path = save()
@@ -493,6 +504,7 @@ def as_before(doc: dict[str, Any], gbs: str = "GBs_useful") -> dict[str, Any]:
 def studies() -> dict[str, Study]:
     """Every topic's STUDY (topics/NAME/study.py), by workload name, in the topics' order."""
     from .. import topics
+    topics.load()  # the workloads first, in the topics' order, as every command finds them
     return {m.STUDY.name: m.STUDY for m in topics.modules("study")}
 
 

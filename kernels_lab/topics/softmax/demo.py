@@ -7,6 +7,7 @@ import argparse
 from ...backend import BACKEND
 from ...core import get_workload
 from ...demos.common import TIMED_COLUMNS, DemoRun, chosen_size, workload_demo
+from .figures import as_drawn
 
 USEFUL_BYTES = 8  # per element: x read once, out written once, what every variant's GB/s is counted on
 # The demo's rows unless --size says otherwise: 8192 x 4096 floats is 128 MiB of x, twice the H200's L2, so the
@@ -41,8 +42,9 @@ def narrate(records: list[dict], run: DemoRun) -> str:
 
 
 def benchmark_table(doc: dict) -> str:
-    """kernels_lab/topics/softmax/bench.py's results: each registered variant and torch.softmax at every shape, in GB/s
-    of useful traffic (one read + one write), as a share of the copy ceiling, and against torch."""
+    """The study's results (`kernels-lab bench softmax`): each registered variant and torch.softmax at every shape,
+    in GB/s of useful traffic (one read + one write), as a share of the copy ceiling, and against torch."""
+    doc = as_drawn(doc)  # a study's records, or the committed file's older kinds
     ceiling = doc["meta"]["ceiling_GBs"]
     recs = [r for r in doc["records"] if r.get("kind") == "softmax_shape"
             and (r.get("registered") or r["variant"] == "torch.softmax")]

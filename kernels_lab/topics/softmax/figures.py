@@ -1,5 +1,6 @@
-"""What the softmax benchmark's results draw (bench.py, record kinds softmax_shape and softmax_sweep):
-`kernels-lab plot RESULTS.json` and benchmarks/render_figures.py find them in FIGURES.
+"""What softmax's study draws (study.py, `kernels-lab bench softmax`: record kind study; the committed file's
+older kinds softmax_shape and softmax_sweep alike, as_drawn): `kernels-lab plot RESULTS.json` and
+benchmarks/render_figures.py find them in FIGURES.
 
   softmax_versions.png  GB/s of every version at each shape, the copy ceiling and torch.softmax beside
   softmax_vs_torch.png  torch.softmax's time over each registered variant's, per shape (> 1: faster than torch)
@@ -15,11 +16,27 @@ from pathlib import Path
 from typing import Any
 
 from ...profile.plots import plt, save, source_note, style
+from ...profile.study import as_before
 from .workload import FUSED_MAX_COLS
 
 COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "persistent": "#2ca02c",
-          "online": "#9467bd", "split": "#17becf", "torch.softmax": "#333333", "torch.compile": "#999999"}
-REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online", "split")
+          "online": "#9467bd", "split": "#17becf", "cluster": "#bcbd22", "torch.softmax": "#333333",
+          "torch.compile": "#999999"}
+REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online", "split", "cluster")
+KIND_OF_GROUP = {"shapes": "softmax_shape", "sweep": "softmax_sweep"}
+
+
+def as_drawn(doc: dict[str, Any]) -> dict[str, Any]:
+    """A results file in the shape these figures (the demo's table, lesson 04) read: the study's timed records
+    as the older kinds (softmax_shape at the shapes, softmax_sweep in the sweep), "variant" the family a
+    version is a layout of, "version" its number, "vs_torch" torch.softmax's time over its own; a file of the
+    older kinds unchanged."""
+    before = as_before(doc)
+    if before is doc:
+        return doc
+    records = [{**r, "kind": KIND_OF_GROUP[r["group"]], "variant": r.get("family") or r["line"],
+                "version": r.get("number") or r["line"], "vs_torch": r["vs_anchor"]} for r in before["records"]]
+    return {**doc, "records": records}
 
 
 def _shapes(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -148,6 +165,7 @@ def fastest_by_cols(recs: list[dict[str, Any]]) -> dict[int, str]:
 def figures(doc: dict[str, Any], out_dir: str | Path, stem: str = "softmax") -> list[Path]:
     """Every figure a results file of bench.py supports, named STEM_WHAT.png."""
     out = Path(out_dir)
+    doc = as_drawn(doc)
     meta, records = doc["meta"], doc["records"]
     made = []
     if any(r.get("kind") == "softmax_shape" for r in records):
@@ -159,4 +177,4 @@ def figures(doc: dict[str, Any], out_dir: str | Path, stem: str = "softmax") -> 
     return made
 
 
-FIGURES = {"softmax_shape": figures, "softmax_sweep": figures}
+FIGURES = {"softmax_shape": figures, "softmax_sweep": figures, "study:softmax": figures}
