@@ -209,7 +209,8 @@ def test_the_marked_megakernel_takes_only_this_launchs_words(rng):
 def test_a_megakernel_run_again_on_new_inputs_in_the_same_buffers_computes_them(rng):
     # what the epochs (marked) and the zeroed counters (the others) are for: the second launch's answer
     size = W.size(hidden=11, layers=3, batch=2)
-    for mega in (decode.EXERCISE_MEGA, decode.DB_MEGA, decode.MARKED_MEGA):
+    for mega in (decode.EXERCISE_MEGA, decode.DB_MEGA, decode.MARKED_MEGA,
+                 decode.Mega(double_buffered=True, marked=True, min_blocks=2, prefetch=0)):
         inputs = W.make_inputs(size, rng)
         device, out = to_device(inputs), poisoned(W.output_specs(size))
         launch = decode.bind_megakernel_with(device, out, mega=mega)

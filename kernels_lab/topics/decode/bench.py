@@ -56,7 +56,10 @@ VERSIONS = {**{f"megakernel_{k}sm": decode.megakernel_variant(f"megakernel_{k}sm
                                                               f"megakernel, {k} block(s) per SM")
                for k in (1, 4) if k != decode.MEGA_BLOCKS_PER_SM},
             "megakernel_t128": decode.megakernel_variant("megakernel_t128", Mega(per_sm=4, threads=128),
-                                                         "megakernel, 4 blocks of 128 threads per SM")}
+                                                         "megakernel, 4 blocks of 128 threads per SM"),
+            "megakernel_marked_lb2": decode.megakernel_variant(
+                "megakernel_marked_lb2", Mega(double_buffered=True, marked=True, min_blocks=2),
+                "megakernel_marked, registers capped for 2 blocks per SM (launch bounds)")}
 # and at hidden 4096 only (the deficit's sweep): the double-buffered megakernel's L2 look-ahead, blocks per
 # SM, tile size (64 threads a row: two 64 KB tiles a block, one block an SM) and block size
 SWEEP_HIDDEN = 4096

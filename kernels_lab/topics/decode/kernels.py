@@ -475,7 +475,7 @@ def marked_fits(geo: Geometry) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def megakernel_db(geo: Geometry, prefetch: int = 1, marked: bool = False) -> Any:
+def megakernel_db(geo: Geometry, prefetch: int = 1, marked: bool = False, min_blocks: int = 0) -> Any:
     """The megakernel with two tiles in flight per block: the next instruction's weights are loaded into a
     second register buffer before this one waits and computes, so a block's loads are in flight through its
     wait, its sums and its count (the registered megakernel's block streams nothing of its own in between).
@@ -493,7 +493,10 @@ def megakernel_db(geo: Geometry, prefetch: int = 1, marked: bool = False) -> Any
     starting a layer stages x_l into shared memory: each thread loads its share of the words, all at once,
     and polls again (bounded) until every one carries this launch's epoch; the value arrives with its flag,
     so there is no counter, no release fence and no acquire poll between the layers, and x_l crosses L2 once
-    per block and layer. counters has layers + 2 words."""
+    per block and layer. counters has layers + 2 words.
+
+    min_blocks (> 0): launch bounds asking the compiler to fit that many blocks per SM (registers capped,
+    spilling if it must)."""
     H, B, ROWS, T = geo.hidden, geo.batch, geo.rows, geo.tiles
     SLOTS = geo.row_threads // geo.slot_lanes
     W_REGS = geo.per_thread * geo.vec
@@ -645,7 +648,8 @@ def megakernel_db(geo: Geometry, prefetch: int = 1, marked: bool = False) -> Any
         if tid == 0 and retire_block(counters, layers) and marked:
             counters[layers + 1] = epoch  # the next launch's blocks read it after this one has ended
 
-    return BACKEND.jit(decode_megakernel_db, fastmath=True)
+    bounds = {"launch_bounds": (geo.threads, min_blocks)} if min_blocks else {}
+    return BACKEND.jit(decode_megakernel_db, fastmath=True, **bounds)
 
 # -- unfused: the bias and the GELU as kernels of their own, one thread per element ------------------
 

@@ -236,10 +236,11 @@ class Mega:
     double_buffered: bool = False     # two tiles in flight per block (dk.megakernel_db)
     prefetch: int = DB_PREFETCH       # double-buffered: tiles asked of L2 beyond its two
     marked: bool = False              # double-buffered: data and flag in one word instead of counters
+    min_blocks: int = 0               # double-buffered: launch bounds for that many blocks per SM (0: none)
 
     def __post_init__(self):
-        if self.marked and not self.double_buffered:
-            raise ValueError("Mega: marked activations are a protocol of the double-buffered megakernel")
+        if (self.marked or self.min_blocks) and not self.double_buffered:
+            raise ValueError("Mega: marked activations and launch bounds are options of the double-buffered megakernel")
 
     def geometry(self, hidden: int, batch: int) -> dk.Geometry:
         """The double-buffered megakernel holds two tiles of half the vectors each."""
@@ -249,7 +250,7 @@ class Mega:
     def kernel(self, geo: dk.Geometry, protocol: tuple[Any, Any] = dk.PROTOCOL):
         """The kernel (compiled on first use): the exercise's with `protocol`, or the double-buffered one."""
         if self.double_buffered:
-            return dk.megakernel_db(geo, self.prefetch, self.marked)
+            return dk.megakernel_db(geo, self.prefetch, self.marked, self.min_blocks)
         return dk.kernels(geo, protocol).megakernel
 
     def blocks(self, geo: dk.Geometry, layers: int) -> int:
