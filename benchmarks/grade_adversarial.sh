@@ -23,6 +23,7 @@ sols=${SOLUTIONS:-$(mktemp -d)}
 [ -n "${SOLUTIONS:-}" ] || $py -c "
 import sys; from pathlib import Path; from kernels_lab.lessons import solution_source
 for name, ex in (('fuse_correct', 'fuse_chain'), ('block_sums_correct', 'block_sums'), ('rnn_correct', 'rnn_step'),
+                 ('persistent_correct_style', 'persistent_chain'),
                  ('softmax_correct', 'fused_softmax'), ('pdl_solution', 'group_switches')):
     (Path(sys.argv[1]) / f'{name}.py').write_text(solution_source(ex))" "$sols" ||
   { echo "cannot write the lessons' solutions (is jupytext installed? pip install -e '.[lessons]')" >&2; exit 1; }
@@ -77,9 +78,14 @@ printf '%s\n' "fuse_chain $sols/fuse_correct.py" "fuse_chain tests/submissions/f
 # other styles, right and wrong, of the later exercises (tests/test_grading_styles.py: their verdicts on the simulator)
 styles="softmax_warp_per_row softmax_block_stride_atomics softmax_max_from_zero softmax_warp_reduce_only
         softmax_shfl_down_every_lane rnn_block_per_sequence rnn_warp_per_unit rnn_batch0_only rnn_half_warp_sum
-        pdl_grouped_shuffles pdl_grouped_shfl_down_every_lane"
+        pdl_grouped_shuffles pdl_grouped_shfl_down_every_lane persistent_correct_style persistent_for_range
+        persistent_block_chunks persistent_vec4 two_launches_grid_stride two_launches_blocks_of_96 two_launches_fused
+        two_launches_three_kernels two_launches_no_intermediate"
 for s in $styles; do
   case $s in softmax_*) echo "fused_softmax tests/submissions/$s.py" ;; rnn_*) echo "rnn_step tests/submissions/$s.py" ;;
+             persistent_correct_style) echo "persistent_chain $sols/persistent_correct_style.py" ;;
+             persistent_*) echo "persistent_chain tests/submissions/$s.py" ;;
+             two_launches_*) echo "two_launches tests/submissions/$s.py" ;;
              pdl_*) echo "group_switches tests/submissions/$s.py" ;; esac
 done | xargs -P "$JOBS" -L1 bash -c 'lesson_one "$0" "$1"' >> "$OUT/adversarial/blocks.txt"
 # issue 24's classes: holes that are not a tail, a grid barrier the GPU's schedule hides, a read before the PDL
@@ -159,13 +165,26 @@ STYLES = {"softmax_warp_per_row": {"correct (public)": 3, "correct (hidden)": 3,
           "rnn_batch0_only": {"correct (public)": 1.333, "correct (hidden)": 0},
           "rnn_half_warp_sum": {"correct (public)": 2.667, "correct (hidden)": 2},
           "pdl_grouped_shuffles": {"rules (no early read)": 4, "overlap kept": 2, "correct group run": 3},
-          "pdl_grouped_shfl_down_every_lane": {"rules (no early read)": 4, "overlap kept": 2, "correct group run": 0}}
+          "pdl_grouped_shfl_down_every_lane": {"rules (no early read)": 4, "overlap kept": 2, "correct group run": 0},
+          # issue 33 items 4 and 5: two_launches as asked; persistent styles keep the traffic point on the GPU too
+          **{p: {"correct (public)": 3, "correct (hidden)": 3, "grid independent of n": 2, "traffic budget": 1}
+             for p in ("persistent_correct_style", "persistent_for_range", "persistent_block_chunks", "persistent_vec4")},
+          **{p: {"correct (public)": 3, "correct (hidden)": 3, "launches as asked": 2,
+                 "one intermediate in global memory": 1, "traffic budget": 1}
+             for p in ("two_launches_grid_stride", "two_launches_blocks_of_96")},
+          "two_launches_fused": {"correct (public)": 3, "correct (hidden)": 3, "launches as asked": 0,
+                                 "one intermediate in global memory": 0, "traffic budget": 1},
+          "two_launches_three_kernels": {"correct (public)": 3, "correct (hidden)": 3, "launches as asked": 0,
+                                         "one intermediate in global memory": 0, "traffic budget": 0},
+          "two_launches_no_intermediate": {"correct (public)": 3, "correct (hidden)": 3, "launches as asked": 2,
+                                           "one intermediate in global memory": 0, "traffic budget": 1}}
 for name, want in STYLES.items():
     x = g(f"lesson_{name}")
     got = {c: (test(x, c) or {}).get("score") for c in want}
     check(f"{name}: {got} as on the simulator, no false hint", x is not None and all(
         got[c] is not None and abs(got[c] - v) < 1e-3 for c, v in want.items())
-        and not any(h in x["summary"] for h in ("missing barrier", "symmetric inputs", "grid too small")))
+        and not any(h in x["summary"] for h in ("missing barrier", "symmetric inputs", "grid too small",
+                                                "fuse the stages into one kernel", "keep it in a register")))
 # issue 24 (tests/test_grading.py, test_grading_adversarial.py, test_grading_pdl.py: the same on the simulator)
 for name in ("softmax_skips_last_cols", "rnn_holes_last_unit"):
     x = g(f"lesson_{name}")

@@ -263,11 +263,47 @@ def test_the_last_writer_of_an_n_d_element_is_the_thread_that_wrote_it():
     assert f"last written by block [{k // 128}, 0, 0] thread [{k % 128}, 0, 0]" in line, line
 
 
+# -- the same traffic verdict on both back-ends (issue 33 item 5) ----------------------------------------------------
+
+PERSISTENT_STYLES = ["persistent_correct", "persistent_for_range", "persistent_block_chunks", "persistent_vec4"]
+
+
+@pytest.mark.parametrize("name", PERSISTENT_STYLES)
+def test_a_correct_persistent_kernel_gets_the_same_traffic_verdict_from_the_gpu_path_and_the_simulator(name):
+    # the GPU's traffic check judges the simulator child a GPU machine's grade starts (grade._simulator_runs), on
+    # the same runs the simulator's own grade counts; here with a grid of more threads than elements too (as a grid
+    # sized to a GPU's SMs is at these sizes): the idle threads of a grid-stride loop read nothing
+    from kernels_lab import Case, Exercise, fixed
+    from kernels_lab.grading import judge as J
+    from kernels_lab.grading.grade import _simulator_runs
+    from kernels_lab.grading.records import Run
+    from kernels_lab.grading.verdict import case_verdict
+    ex0 = get_exercise("persistent_chain")
+    s = ex0.spec.size
+    ex = Exercise(name="persistent_both", workload="elementwise", variant="persistent", lesson="03",
+                  title="persistent, both back-ends", kind="kernel", entry="persistent_chain", signature=ex0.signature,
+                  cases=(Case(s(255), 12), Case(s(257), 13), Case(s(70), 22, hidden=True)),
+                  configs=(fixed(2, 64), fixed(3, 128)), points={"correct (public)": 3, "traffic budget": 1})
+    source = submission(name)
+    on_sim = _test(grade(ex, source, name, compile_gate=False, timeout_s=120), "traffic budget")
+    rerun = _simulator_runs(ex, source, 120, 4 << 30)
+    runs = {c["id"]: Run.from_report(r) for c, r in zip(rerun.cases, rerun.report["cases"])}
+    assert all(r.bytes == 12 * c["case"].size.n for c, r in zip(rerun.cases, runs.values())), \
+        [(c["case"].size, c["config"], r.bytes) for c, r in zip(rerun.cases, runs.values())]
+    ev = J.Evidence(ex, J.Machine(gpu=True, simulator=False), rerun.cases, runs,
+                    {c["id"]: case_verdict(ex, c, runs[c["id"]]) for c in rerun.cases}, sim_rerun=rerun)
+    on_gpu = J.CHECKS["traffic budget"].score(ev, 1.0)
+    assert on_sim.score == on_gpu.score == 1 and on_gpu.status == on_sim.status == "passed"
+    assert on_gpu.output == on_sim.output.replace("run(s)", "run(s) (traced on the simulator)") == \
+        "within the byte budget in 6 run(s) (traced on the simulator)"
+
+
 # -- one judge: the lessons' own check and the grader ---------------------------------------------------
 
 SAME_VERDICT = [("fuse_mini", n) for n in ("fuse_correct", "fuse_no_bounds_guard", "fuse_wrong_index",
                                            "fuse_global_temporary")] + [
     ("persistent_mini", "persistent_correct"), ("persistent_mini", "persistent_no_stride"),
+    ("persistent_chain", "persistent_vec4"), ("persistent_chain", "persistent_block_chunks"),
     ("persistent_chain", "persistent_no_stride"),
     ("block_sums_mini", "block_sums_correct"), ("block_sums_mini", "block_sums_no_barrier"),
     ("two_launches_mini", "two_launches_correct"), ("two_launches_mini", "two_launches_three_kernels"),

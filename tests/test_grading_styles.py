@@ -1,4 +1,4 @@
-"""Student-style submissions for two_launches, fused_softmax, rnn_step and group_switches, written against the documented
+"""Student-style submissions for persistent_chain, two_launches, fused_softmax, rnn_step and group_switches, written against the documented
 interface: correct ones in other styles than the lessons' (a warp per row with shuffles, a block-stride loop
 with shared-memory atomics, a block per sequence, a warp per unit, a grouped kernel reduced by shuffles) get
 full marks on the simulator, and wrong ones (a max started at 0, a warp's reduction taken for the block's,
@@ -29,10 +29,16 @@ SLOW = pytest.mark.skipif(os.environ.get("KERNELS_LAB_SLOW_TESTS") != "1",
 PUB, HID, LAUNCH, TRAFFIC = "correct (public)", "correct (hidden)", "launch budget", "traffic budget"
 RULES, OVERLAP, RUN = pdl_rules.RULES, pdl_rules.OVERLAP, pdl_rules.RUN
 STAGES, BETWEEN = "launches as asked", "one intermediate in global memory"
+GRID = "grid independent of n"
 
 # (exercise, submission, the score of each check, a phrase the feedback must hold)
-SOFTMAX, RNN, PDL, TWO = "fused_softmax", "rnn_step", "group_switches", "two_launches"
+SOFTMAX, RNN, PDL, TWO, PERSISTENT = "fused_softmax", "rnn_step", "group_switches", "two_launches", "persistent_chain"
 VERDICTS = [
+    # persistent_chain in other right styles: a for-range grid stride, a contiguous chunk per block, 16-byte vectors
+    # with a grid-stride tail (12 B per element traced in every run, on both back-ends: tests/test_grading.py)
+    (PERSISTENT, "persistent_for_range", {PUB: 3, HID: 3, GRID: 2, TRAFFIC: 1}, None),
+    (PERSISTENT, "persistent_block_chunks", {PUB: 3, HID: 3, GRID: 2, TRAFFIC: 1}, None),
+    (PERSISTENT, "persistent_vec4", {PUB: 3, HID: 3, GRID: 2, TRAFFIC: 1}, None),
     # two_launches asks for two kernels and one intermediate: other right styles get full marks; one fused launch,
     # three launches and an in-place second stage lose exactly the structure's points (and the 28 B per element
     # of three launches its traffic point)
@@ -61,7 +67,7 @@ VERDICTS = [
     (PDL, "pdl_grouped_shfl_down_every_lane", {RULES: 4, OVERLAP: 2, RUN: 0}, "tensor 0: q["),
 ]
 
-CORRECT = {"two_launches_grid_stride", "two_launches_blocks_of_96", "softmax_warp_per_row", "softmax_block_stride_atomics", "rnn_block_per_sequence", "rnn_warp_per_unit",
+CORRECT = {"persistent_for_range", "persistent_block_chunks", "persistent_vec4", "two_launches_grid_stride", "two_launches_blocks_of_96", "softmax_warp_per_row", "softmax_block_stride_atomics", "rnn_block_per_sequence", "rnn_warp_per_unit",
            "pdl_grouped_shuffles"}
 
 
