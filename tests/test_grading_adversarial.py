@@ -564,6 +564,18 @@ def test_the_timing_process_never_imports_the_submission_and_its_numba_internals
         assert all(p in text for p in phrases), (name, [p for p in phrases if p not in text])
 
 
+def test_the_timing_process_runs_confined_and_its_report_comes_back_through_the_nonce():
+    # the clean timing process is a confined child of its own; on the simulator it stops at its first GPU step and
+    # says so (the speed point is not counted here), and that answer reaches the parent as the process's report
+    from kernels_lab.grading.cases import speed_job
+    from kernels_lab.grading.speed import timed
+    ex = get_exercise("fuse_chain")
+    got = timed(ex, {**speed_job(ex), "size": ex.spec.size(100)}, {"image": np.zeros(8, np.uint8), "entry_name": "k"},
+                timeout_s=60)
+    assert got["error"]["type"] == "TimingUnavailable" and "a GPU only" in got["error"]["message"], got
+    assert got["seed"] > 0 and got["check_indices"][-1] == 99
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,why", [("speed_early_return", "timed runs at the speed size"),
                                       ("speed_patch_timing", "slower: your kernel takes")])

@@ -86,8 +86,8 @@ def timed(ex: "Exercise", job: dict[str, Any], exported: dict[str, Any], timeout
         try:
             report = read_report(report_path)
         except ReportError as e:
-            report = {"error": {"type": "ReportError", "message": str(e), "where": ""}}
-    if report is None or report.get("nonce", nonce) != nonce:
+            return {"error": {"type": "ReportError", "message": f"the timing process's report: {e}", "where": ""}}
+    if report is None or report.get("nonce") != nonce:
         why = "timed out" if got.timed_out else f"exit {got.exit_code}, signal {got.signal}"
         return {"error": {"type": "TimingProcess", "where": "", "message": f"the timing process wrote no report "
                                                                            f"({why}): {got.stderr[-300:]}"}}

@@ -75,10 +75,13 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
 
     from ..arrays import to_device
     from ..core import get_workload
-    from ..instrument.timing import L2Flusher
+    from ..instrument.timing import L2Flusher, TimingUnavailable
     from ..launch_paths import compiled_for
     from .cases import speed_inputs
     from .speed import load_reference
+    from ..runtime import ON_GPU
+    if not ON_GPU:
+        raise TimingUnavailable("the speed run loads a compiled kernel and times it with CUDA events: a GPU only")
     size = job["size"]
     sets = [to_device(speed_inputs(job["workload"], size, job["seed"], k)) for k in range(2)]
     specs = get_workload(job["workload"]).output_specs(size)
