@@ -1,6 +1,6 @@
 """Demo: a recurrent layer's time loop, one launch per step vs one persistent kernel for all steps.
 
-On a machine without a GPU it shows the committed H200 run of kernels_lab/topics/rnn/bench.py (its
+On a machine without a GPU it shows the committed H200 run of its study (`kernels-lab bench rnn`) (its
 numbers, and the figures figures.py draws from it)."""
 
 from __future__ import annotations
@@ -49,8 +49,10 @@ def narrate(records: Sequence[dict[str, Any]], run: DemoRun) -> str:
 
 
 def benchmark_table(doc: dict[str, Any]) -> str:
-    """kernels_lab/topics/rnn/bench.py's results: us per step of every variant and anchor at each hidden size and
-    batch (the medians its figure draws)."""
+    """The study's results (`kernels-lab bench rnn`): us per step of every variant and anchor at each hidden size
+    and batch (the medians its figure draws)."""
+    from .figures import as_drawn
+    doc = as_drawn(doc)  # a study's records, or the committed file's older kind
     recs = [r for r in doc["records"] if r.get("us_per_step") is not None and r.get("version") is None]
     configs = list(dict.fromkeys((r["size"]["hidden"], r["size"]["batch"]) for r in recs))
     steps = sorted({r["size"]["steps"] for r in recs})

@@ -1,5 +1,5 @@
-"""What the RNN benchmark's results draw (kernels_lab/topics/rnn/bench.py, record kinds rnn and rnn_*):
-`kernels-lab plot RESULTS.json` and benchmarks/render_figures.py find them in FIGURES.
+"""What the RNN's study draws (study.py, `kernels-lab bench rnn`: record kind study; the committed file's older
+kind rnn alike, as_drawn): `kernels-lab plot RESULTS.json` and benchmarks/render_figures.py find them in FIGURES.
 
   STEM_us_per_step.png  us per step per variant and anchor against batch, one panel per hidden size
                         (the persistent kernel wins at small batch and loses at large batch: both show)
@@ -74,8 +74,21 @@ def bytes_figure(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
     return plots.save(fig, path)
 
 
+def as_drawn(doc: dict[str, Any]) -> dict[str, Any]:
+    """A results file in the shape these figures (and the demo's table, lesson 05) read: a study's records as the
+    older kind rnn, "variant" the line's name, "version" a numbered tiling's (None for a registered variant or an
+    anchor); a file of the older kind unchanged."""
+    if not any(r.get("kind") == "study" for r in doc["records"]):
+        return doc
+    records = [{**r, "kind": "rnn", "variant": r["line"],
+                "version": None if r["registered"] or r["pattern"] == "anchor" else r["line"]}
+               for r in doc["records"] if r.get("kind") == "study"]
+    return {**doc, "records": records}
+
+
 def figures(doc: dict[str, Any], out_dir: str | Path, stem: str = "rnn") -> list[Path]:
     """The figures a results file supports (no time per step without timings)."""
+    doc = as_drawn(doc)
     out_dir, records, meta = Path(out_dir), doc["records"], doc["meta"]
     made = [bytes_figure(records, meta, out_dir / f"{stem}_bytes.png")]
     if any(r.get("us_per_step") is not None for r in records):
@@ -83,4 +96,4 @@ def figures(doc: dict[str, Any], out_dir: str | Path, stem: str = "rnn") -> list
     return made
 
 
-FIGURES = {"rnn": figures}
+FIGURES = {"rnn": figures, "study:rnn": figures}

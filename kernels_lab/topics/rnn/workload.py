@@ -316,7 +316,7 @@ class Tiling:
         return min(64, 65536 // (self.threads * self.blocks_per_sm) // 2)
 
 
-# llm.c-style numbered versions: ONE GPU run of kernels_lab/topics/rnn/bench.py times them side by side.
+# llm.c-style numbered versions: ONE GPU run of its study (`kernels-lab bench rnn`) times them side by side.
 TILINGS = {
     "v1": Tiling(512, 4, 4, about="512 threads, 4 rows x 4 batch columns each: 16 partial sums per thread"),
     "v2": Tiling(512, 8, 4, about="as v1 with 8 rows per thread: half the row groups re-reading h, "
@@ -690,7 +690,7 @@ def persistent_variant(name: str, barrier: str, tiling: Tiling | None = None, ab
     return Variant(name, "persistent", about, plan, bind, limit=lambda size: persistent_limit(size, tiling))
 
 
-# Which barrier the plain "persistent" variant uses: the one kernels_lab/topics/rnn/bench.py measured faster
+# Which barrier the plain "persistent" variant uses: the one its study (`kernels-lab bench rnn`) measured faster
 # on the H200 (figures/data/rnn_h200.json: the flag barrier at batch 1 and 4, both hidden sizes; grid.sync
 # only at hidden 2048, batch 32). The other stays as a labelled comparison (persistent_gridsync here).
 PERSISTENT_BARRIER = "flag"
