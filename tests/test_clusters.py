@@ -142,8 +142,11 @@ from numba import types
 from kernels_lab.capabilities import compile_ptx
 from kernels_lab.topics.softmax import cluster as cl, cluster_probe as cp
 f32 = types.float32[::1]
+from kernels_lab.topics.softmax import cross_entropy_cluster as cec
 kernels = [(cp.ranks_kernel, (f32,)), (cp.dynamic_kernel, (f32, types.int64)),
-           (cl.cluster_kernel(cl.ClusterShape(4, 128, 4)), (f32, f32, types.int64, types.int64, types.int64))]
+           (cl.cluster_kernel(cl.ClusterShape(4, 128, 4)), (f32, f32, types.int64, types.int64, types.int64)),
+           (cec.ce_cluster_kernel(cec.ce_cluster_shape(50257)),
+            (f32, types.int32[::1], f32, types.int64, types.int64, types.int64))]
 for i, (k, sig) in enumerate(kernels):
     ptx = compile_ptx(k.py_func, sig, cc=(9, 0))
     open(sys.argv[1] + f"/k{i}.ptx", "w").write(ptx)
@@ -159,12 +162,13 @@ def test_the_intrinsics_compile_for_sm90_and_assemble(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(KERNELS_LAB_BACKEND="ptx", PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, "-c", PTX_CHILD, str(tmp_path)], check=True, env=env, timeout=300)
-    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(3)]
+    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(4)]
     for needed in ("%cluster_ctarank", "%cluster_nctarank", "%clusterid.x", "mapa.shared::cluster.u32",
                    "ld.shared::cluster.f32", "st.shared::cluster.f32", "barrier.cluster.arrive.release",
                    "barrier.cluster.wait.acquire"):
         assert needed in texts[0], needed
-    assert "st.shared::cluster.f32" in texts[2] and "barrier.cluster.wait.acquire" in texts[2]
+    for text in texts[2:]:  # the softmax and cross-entropy kernels
+        assert "st.shared::cluster.f32" in text and "barrier.cluster.wait.acquire" in text
     if shutil.which("ptxas") is None:
         return
     for i, text in enumerate(texts):
@@ -233,3 +237,26 @@ def test_cluster_softmax_on_the_gpu_at_real_widths(cols, rng):
             continue
         _, bad = _run(9, cols, shape, rng, scale=64.0)
         assert bad is None, f"{shape}: {bad}"
+
+
+# -- the cluster cross-entropy ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rows,cols,clusters_", [(3, 67, None), (5, 301, 2), (2, 17, None)])
+def test_cluster_cross_entropy_matches_float64(rows, cols, clusters_, rng):
+    # labels at the first and last columns among them; 2 clusters striding over 5 rows use both slots
+    from kernels_lab.topics.softmax import cross_entropy as ce
+    from kernels_lab.topics.softmax import cross_entropy_cluster as cec
+    w = get_workload("cross_entropy")
+    size = w.size(rows=rows, cols=cols)
+    inputs = w.make_inputs(size, rng)
+    outputs = poisoned(w.output_specs(size))
+    shape = cec.ce_cluster_shape(cols)
+    assert shape.slices > 1 or cols <= cl.SLICE_FLOATS  # several blocks a row at the simulator's widths too
+    if clusters_ is None:
+        cec.bind_ce_cluster(to_device(inputs), outputs)()
+    else:
+        x, labels, loss, _, _ = ce.checked(to_device(inputs), outputs)
+        cluster_launcher(cec.ce_cluster_kernel(shape), clusters_ * shape.slices, shape.threads, shape.slices,
+                         (x.reshape(rows * cols), labels, loss, rows, cols, shape.slice_vectors(cols)))()
+    _, bad = compare("loss", outputs["loss"].copy_to_host(), w.reference(inputs)["loss"], w.tolerance)
+    assert bad is None, bad

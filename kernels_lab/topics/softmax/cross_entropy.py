@@ -73,20 +73,17 @@ def shape_for(cols: int, split: bool) -> sp.SplitShape:
 
 
 @functools.lru_cache(maxsize=None)
-def ce_kernel(shape: sp.SplitShape):
-    K, T, U = shape.slices, shape.threads, shape.chunks  # compile-time constants
+def slice_fold(shape: sp.SplitShape):
+    """A device function: the online pair (m, d) of the vectors [first, end) of a row starting at row_lo,
+    walked by this block's threads, U vectors a thread loaded before any is used (nothing is held)."""
+    T, U = shape.threads, shape.chunks  # compile-time constants
     held = sm.CHUNK * U
 
-    @sm._jit(f"cross_entropy{K}_{T}x{U}", T)
-    def ce(x, labels, loss, part, count, cols, slice_vectors):
+    @cuda.jit(device=True, inline=True)
+    def fold(x, row_lo, first, end, cols):
         vals = cuda.local.array(held, np.float32)
-        scratch_m = cuda.shared.array(T, np.float32)
-        scratch_d = cuda.shared.array(T, np.float32)
-        tid, b = cuda.threadIdx.x, cuda.blockIdx.x
-        row = b // K
-        row_lo, first, end = slice_bounds(row, cols, slice_vectors, b % K)
         m, d = LOWEST, _ZERO
-        v0 = first + tid
+        v0 = first + cuda.threadIdx.x
         while v0 < end:
             for u in range(U):  # every load before any use
                 v = v0 + u * T
@@ -104,6 +101,24 @@ def ce_kernel(shape: sp.SplitShape):
                     cd += math.exp(vals[j] - cm)
                 m, d = md_combine(m, d, cm, cd)
             v0 += U * T
+        return m, d
+
+    return fold
+
+
+@functools.lru_cache(maxsize=None)
+def ce_kernel(shape: sp.SplitShape):
+    K, T, U = shape.slices, shape.threads, shape.chunks  # compile-time constants
+    fold = slice_fold(shape)
+
+    @sm._jit(f"cross_entropy{K}_{T}x{U}", T)
+    def ce(x, labels, loss, part, count, cols, slice_vectors):
+        scratch_m = cuda.shared.array(T, np.float32)
+        scratch_d = cuda.shared.array(T, np.float32)
+        tid, b = cuda.threadIdx.x, cuda.blockIdx.x
+        row = b // K
+        row_lo, first, end = slice_bounds(row, cols, slice_vectors, b % K)
+        m, d = fold(x, row_lo, first, end, cols)
         bm, bd = block_md(m, d, scratch_m, scratch_d)
         if tid == 0:
             part[2 * b] = bm
@@ -133,19 +148,26 @@ def _plan(split: bool):
     return plan
 
 
-def _bind(split: bool):
-    def bind(inputs, outputs, stream=0):
-        x = device_array("x", inputs["x"], np.float32, (None, None))
-        rows, cols = x.shape
-        labels = device_array("labels", inputs["labels"], np.int32, (rows,))
-        loss = device_array("loss", outputs["loss"], np.float32, (rows,))
-        sm.require_aligned(x=x)  # the vector walker's 16-byte accesses
-        if x.size == 0:
-            return sm._no_op
+def checked(inputs, outputs) -> tuple[Any, Any, Any, int, int]:
+    """x, labels and loss as device arrays, checked (every label a column of x), and x's shape."""
+    x = device_array("x", inputs["x"], np.float32, (None, None))
+    rows, cols = x.shape
+    labels = device_array("labels", inputs["labels"], np.int32, (rows,))
+    loss = device_array("loss", outputs["loss"], np.float32, (rows,))
+    sm.require_aligned(x=x)  # the vector walker's 16-byte accesses
+    if x.size:
         host = labels.copy_to_host()
-        if host.size and (host.min() < 0 or host.max() >= cols):
+        if host.min() < 0 or host.max() >= cols:
             bad = int(np.flatnonzero((host < 0) | (host >= cols))[0])
             raise ArgumentError(f"labels: labels[{bad}] = {host[bad]} is not a column of x (0 .. {cols - 1})")
+    return x, labels, loss, rows, cols
+
+
+def _bind(split: bool):
+    def bind(inputs, outputs, stream=0):
+        x, labels, loss, rows, cols = checked(inputs, outputs)
+        if x.size == 0:
+            return sm._no_op
         shape = shape_for(cols, split)
         blocks = rows * shape.slices
         part = cuda.device_array(2 * blocks, np.float32, stream=stream)
@@ -172,3 +194,5 @@ WORKLOAD.add(Variant("fused", "fused", "1 kernel, a block per row: the online (m
 WORKLOAD.add(Variant("split", "fused", "1 kernel, k blocks per row (k as softmax's split): each publishes its "
                                        "pair, the row's last block to arrive combines them (no block waits)",
                      _plan(True), _bind(True)))
+
+from . import cross_entropy_cluster  # noqa: E402,F401  (registers the cluster variant)
