@@ -145,3 +145,18 @@ def test_a_group_naming_an_unknown_line_is_refused(tmp_path):
     s = dataclasses.replace(LN, groups=(Group("shapes", LN.groups[0].sizes, lines=("fused", "fussed")),))
     with pytest.raises(StudyError, match="fussed"):
         run_study(s, tmp_path / "x.json", command="test")
+
+
+def test_the_readme_numbers_read_a_study(clocks, tmp_path):
+    """elementwise's README numbers from a study's results file (what a GPU run of `kernels-lab bench elementwise`
+    writes over the committed demo run): GB/s there are the planned bytes' rate, as the demo's were."""
+    from kernels_lab.topics.elementwise import numbers
+    s = STUDIES["elementwise"]
+    size = s.workload.size(1027)
+    s = dataclasses.replace(s, groups=(Group("n", (size,)),), anchors=())
+    run_study(s, tmp_path / numbers.ELEMENTWISE, command="test", say=lambda _: None)
+    e = numbers.elementwise(tmp_path)
+    assert e["time_ratio"] == 1.0 and e["bytes_ratio"] > 2 and e["ceiling"] == 4000.0
+    fused = s.workload.variant("fused").plan(size).bytes_total
+    assert e["GBs"]["fused"] == pytest.approx(fused / 2e-3 / 1e9)
+    assert "on 1,027 float32 elements" in numbers.elementwise_caption(tmp_path)
