@@ -11,6 +11,7 @@ the grader all start from this interface, and find workloads through the registr
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
@@ -150,7 +151,7 @@ class Size(Mapping[str, int]):
     @property
     def elements(self) -> int:
         """The product of the axes (the element count of a one-axis workload)."""
-        return int(np.prod(list(self._axes.values()), dtype=np.int64))
+        return math.prod(self._axes.values())  # exact (an int64 product wraps past 2^63)
 
 
 def _make_size(items: tuple[tuple[str, int], ...]) -> Size:
@@ -162,6 +163,7 @@ class SizeError(UsageError):
 
 
 _INT = re.compile(r"^\s*(\d+)\s*(?:(\^|\*\*)\s*(\d+))?\s*([kKmMgG]i?)?\s*$")
+MAX_INT = 2**63 - 1  # the largest whole number a size or count may be (an int64)
 _SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
 
 
@@ -171,8 +173,12 @@ def parse_int(text: str) -> int:
     if not m:
         raise SizeError(f"{text!r} is not a whole number (write 4096, 2^12 or 4Ki)")
     base, _, exp, suffix = m.groups()
-    value = int(base) ** int(exp) if exp else int(base)
-    return value * (_SUFFIX[suffix.lower()] if suffix else 1)
+    if exp and int(exp) > 64 and int(base) > 1 or len(base) > 20:  # refused before a huge power is computed
+        raise SizeError(f"{text!r} is too large: at most {MAX_INT:,} (2^63 - 1)")
+    value = (int(base) ** int(exp) if exp else int(base)) * (_SUFFIX[suffix.lower()] if suffix else 1)
+    if value > MAX_INT:
+        raise SizeError(f"{text!r} is too large: at most {MAX_INT:,} (2^63 - 1)")
+    return value
 
 
 # -- variants and workloads -----------------------------------------------------------------

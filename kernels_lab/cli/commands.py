@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from ..errors import EXIT_ENVIRONMENT, UsageError
+from .inputs import check_in_file
 from .outputs import PROG, check_out_dir, check_out_file, given
 
 
@@ -36,9 +37,16 @@ def check_n_or_size(args: argparse.Namespace) -> None:
         raise UsageError("give --n or --size, not both")
 
 
+MAX_ELEMENTS = 2**36  # 256 GiB of float32 in one array: more than any GPU holds, on any back-end
+
+
 def check_sim_size(size) -> None:
-    """On the simulator, refuse sizes that would run for many minutes, saying what to do instead."""
+    """Refuse sizes no GPU can hold and, on the simulator, sizes that would run for many minutes, saying
+    what to do instead."""
     from ..backend import BACKEND
+    if size.elements > MAX_ELEMENTS:
+        raise UsageError(f"size {size} is {size.elements:,} elements: more than any GPU's memory holds (at most "
+                         f"{MAX_ELEMENTS:,} = 2^36 here)")
     if (problem := BACKEND.size_problem(size.elements, size)) is not None:
         raise UsageError(problem)
 
@@ -239,6 +247,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from ..profile import plots, results
+    check_in_file(args.results, "plot:", "give a results file, e.g. kernels-lab-out/elementwise_profile.json")
     check_out_dir(args.out)
     try:
         doc = results.load(args.results)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import stat
 import sys
 from pathlib import Path
 
 from ..errors import EXIT_ENVIRONMENT, EXIT_NOT_LOADED, UsageError
+from .inputs import check_in_file, not_regular
 from .outputs import PROG, check_out_dir, check_out_files
 
 
@@ -20,6 +20,15 @@ NOT_LOADED = ("unreadable", "import_error")
 
 def _exercises(files: list[Path]) -> dict:
     from ..grading.exercises import ExerciseFileError, exercises
+    for f in files:
+        check_in_file(f, "--exercises", "a Python file of exercises, see README 'Write an exercise'")
+        if f.suffix != ".py":
+            raise UsageError(f"--exercises {f}: not a .py file; an exercises file is Python (see README, 'Write an "
+                             f"exercise')")
+        try:
+            f.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UsageError(f"--exercises {f}: not UTF-8 text (byte {e.start}), so not a Python file") from None
     try:
         return exercises(files)
     except ExerciseFileError as e:
@@ -33,52 +42,60 @@ def _exercise(name: str, files: list[Path]):
     return known[name]
 
 
+MAX_TIMEOUT_S = 24 * 3600.0   # a run's limit above a day is a typo (and past what a clock can wait for)
+
+
 def _check_limits(args: argparse.Namespace) -> None:
+    from ..grading.lifecycle import MIN_MEMORY_GB
     for flag, value in (("--timeout", args.timeout), ("--memory-gb", args.memory_gb)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a number of {'seconds' if flag == '--timeout' else 'GiB'} > 0, "
                              f"got {value:g}")
+    if args.timeout > MAX_TIMEOUT_S:
+        raise UsageError(f"--timeout {args.timeout:g}: at most {MAX_TIMEOUT_S:g} seconds (a day) per run")
+    if args.memory_gb < MIN_MEMORY_GB:
+        raise UsageError(f"--memory-gb {args.memory_gb:g} is less than the grader itself needs: give at least "
+                         f"{MIN_MEMORY_GB:g} (the child's Python, NumPy and numba, before any line of a submission)")
+    if args.memory_gb > (most := _machine_memory_gb()):
+        raise UsageError(f"--memory-gb {args.memory_gb:g}: more than this machine has ({most:g} GiB)")
     if getattr(args, "workers", 1) < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
 
 
-def _not_regular(path: Path) -> str | None:
-    """What `path` is when it exists but is neither a regular file nor a folder (reading a FIFO would
-    block forever), without opening it; else None."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return None  # missing: the loader says so, as for any unreadable submission
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    return {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-            stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "not a regular file")
+def _machine_memory_gb() -> float:
+    import os
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 
 
-def _submissions(ex, args: argparse.Namespace) -> tuple[list[Path], dict[Path, str]]:
-    """The submissions to grade, in order (after --pick-one and --shard), and the ones refused before
-    reading, with why."""
-    from ..grading.batch import collect, shard
+def _submissions(ex, args: argparse.Namespace) -> tuple[list[Path], dict[Path, str], dict[Path, str]]:
+    """The submissions to grade, in order (after --pick-one and --shard), their names in the grades,
+    and the ones refused before reading, with why."""
+    from ..grading.batch import Found, collect, json_name, shard
     from ..grading.bundle import pick_one
-    paths: list[Path] = []
-    refused: dict[Path, str] = {}
+    found: list[Found] = []
     for p in args.submissions:
         if args.pick_one and p.is_dir():  # a Gradescope submission folder: choose its one file
             try:
-                paths.append(pick_one(p, ex.name, ex.entry))
+                found.append(Found(pick_one(p, ex.name, ex.entry), p.name))
             except FileNotFoundError as e:
-                paths.append(p)
-                refused[p] = str(e)
+                found.append(Found(p, p.name, str(e)))
         else:
-            paths += collect([p])
-    if not paths and not args.shard:
-        raise UsageError("no submissions: give .py / .ipynb files, or folders holding them")
+            found += collect([p], ex.name, ex.entry)
+    if not found and not args.shard:
+        raise UsageError("no submissions: give .py / .ipynb files, folders holding them, or a folder of "
+                         "students' folders (one each)")
+    by_file: dict[str, Found] = {}
+    for f in found:  # two students whose grades would share a name (and an --out file): whose is whose?
+        if (twin := by_file.setdefault(json_name(f.name), f)) is not f:
+            raise UsageError(f"two submissions would be graded under one name, {twin.name!r} ({twin.path}) and "
+                             f"{f.name!r} ({f.path}): grade the folders apart, or rename one")
     if args.shard:
-        paths = shard(paths, args.shard)
-    for p in paths:
-        if p not in refused and (kind := _not_regular(p)) is not None:
-            refused[p] = f"{p}: {kind}, not a regular file (refused without reading it)"
-    return paths, refused
+        found = shard(found, args.shard, key=lambda f: str(f.path))
+    refused = {f.path: f.problem for f in found if f.problem is not None}
+    for f in found:
+        if f.path not in refused and (kind := not_regular(f.path)) is not None:
+            refused[f.path] = f"{f.path}: {kind}, not a regular file (refused without reading it)"
+    return [f.path for f in found], {f.path: f.name for f in found}, refused
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
@@ -92,15 +109,16 @@ def cmd_grade(args: argparse.Namespace) -> int:
     check_out_files(("--json", args.json), ("--csv", args.csv), ("--gradescope", args.gradescope))
     if args.out is not None:
         check_out_dir(args.out)
-    paths, refused = _submissions(ex, args)
+    paths, names, refused = _submissions(ex, args)
     if args.gradescope and len(paths) != 1:
         raise UsageError(f"--gradescope writes one results.json, for one submission; these arguments give "
                          f"{len(paths)}: grade one file (or one folder with --pick-one)")
     try:
         readable = [p for p in paths if p not in refused]
-        graded = iter(grade_many(ex, readable, workers=args.workers, out_dir=args.out, timeout_s=args.timeout,
-                                 memory_bytes=int(args.memory_gb * 2**30)) if readable else [])
-        grades = [failed_grade(ex, p.name, "unreadable", refused[p]) if p in refused else next(graded) for p in paths]
+        graded = iter(grade_many(ex, readable, workers=args.workers, out_dir=args.out, names=names,
+                                 timeout_s=args.timeout, memory_bytes=int(args.memory_gb * 2**30)) if readable else [])
+        grades = [failed_grade(ex, names[p], "unreadable", refused[p]) if p in refused else next(graded)
+                  for p in paths]
     except Exception as e:  # noqa: BLE001  (Gradescope's results.json must exist even when the grader fails)
         if args.gradescope:
             report.write_json(args.gradescope, report.crashed_gradescope(f"{type(e).__name__}: {e}"))
@@ -134,13 +152,33 @@ def _list_exercises(args: argparse.Namespace) -> int:
     return 0
 
 
+def _part_files(parts: list[Path]) -> list[Path]:
+    """The files `grade merge` reads: each file given, and the .json files anywhere in each folder given;
+    each a regular file (a FIFO would block the merge forever)."""
+    files: list[Path] = []
+    for p in parts:
+        if not p.exists():
+            raise UsageError(f"merge: {p}: no such file or folder")
+        if p.is_dir():
+            inside = sorted(q for q in p.rglob("*.json") if not q.name.startswith("."))
+            if not inside:
+                raise UsageError(f"merge: {p}: a folder with no .json file in it (give the --out folder of "
+                                 f"`kernels-lab grade`, or its --json files)")
+            files += inside
+        else:
+            files.append(p)
+    for f in files:
+        check_in_file(f, "merge:", "give per-submission JSONs of `grade --out`, folders of them, or --json files")
+    return files
+
+
 def cmd_grade_merge(args: argparse.Namespace) -> int:
     from ..grading import report
     from ..grading.batch import merge, write_gradebook
     if args.csv is None and args.json is None:
         raise UsageError("grade merge writes a gradebook: give --csv FILE, --json FILE, or both")
     check_out_files(("--csv", args.csv), ("--json", args.json))
-    grades = merge(args.parts)
+    grades = merge(_part_files(args.parts))
     if args.csv:
         write_gradebook(grades, args.csv)
     if args.json:

@@ -56,7 +56,9 @@ def positive_int(text: str) -> int:
     from ..core import parse_int  # core imports numpy only: cheap, and before any back-end work
     try:
         value = parse_int(text.lstrip("+")) if not text.strip().startswith("-") else None
-    except UsageError:
+    except UsageError as e:
+        if "too large" in str(e):
+            raise argparse.ArgumentTypeError(str(e)) from None
         value = None
     if value is None or value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")

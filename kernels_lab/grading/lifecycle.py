@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,45 @@ OUTPUT_KEEP = 8_000           # characters of stdout/stderr shown in a report
 COLLECT_LIMIT = 32 << 20      # characters of a collected file (a sanitizer's log) the grader reads
 STARTUP_S = 90.0              # Python, NumPy and numba starting in the child: the grader's cost, not the student's
 EXIT_GRACE_S = 15.0           # after its last run, the child may take this long to exit
+# the least memory limit a grade may run under: the child's own Python, NumPy and numba, before any line of a
+# submission. Measured (2026-12-05, simulator, address-space limit) with a correct fuse_mini: 9/9 at 0.5 GiB (4 s),
+# 9/9 at 0.4 GiB but 24 s, 0/9 at 0.35 and 0.3 (the child died starting); `--memory-gb` below it is refused
+MIN_MEMORY_GB = 0.5
+STOP_GRACE_S = 0.5            # a warden told to stop (SIGTERM: it kills its child's tree) gets this long, then SIGKILL
+
+
+class GradingStopped(BaseException):
+    """The grading was stopped (Ctrl-C): no confined child starts any more and every running one was
+    killed. A BaseException, as KeyboardInterrupt is: no `except Exception` turns it into a grade."""
+
+
+_live: set[subprocess.Popen] = set()   # the wardens running now (one per confined child)
+_live_lock = threading.Lock()
+_stopped = threading.Event()
+
+
+def stop_all() -> None:
+    """Stop grading now (Ctrl-C): start no more children, and end every running one within a second.
+    Each warden is told to stop (it kills its child's whole tree, as at a timeout), then killed."""
+    with _live_lock:
+        _stopped.set()
+        wardens = list(_live)
+    for proc in wardens:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in wardens:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def allow_children() -> None:
+    """A new grading run may start children again (after an earlier one was stopped in this process)."""
+    _stopped.clear()
 
 
 @dataclass
@@ -90,13 +130,22 @@ def run_confined(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None =
     spec_path.write_text(json.dumps(spec))
     os.chmod(spec_path, 0o600)
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-I", "-S", str(WARDEN), str(spec_path)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    with _live_lock:
+        if _stopped.is_set():
+            raise GradingStopped()
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(WARDEN), str(spec_path)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        _live.add(proc)
     try:
         _, warden_err = proc.communicate(timeout=total + 60)
     except subprocess.TimeoutExpired:  # the warden itself stuck: kill it (its child dies with it)
         os.killpg(proc.pid, signal.SIGKILL)
         _, warden_err = proc.communicate()
+    finally:
+        with _live_lock:
+            _live.discard(proc)
+    if _stopped.is_set():  # killed by stop_all: what it left is no run of the submission's
+        raise GradingStopped()
     seconds = time.monotonic() - t0
     try:
         status = json.loads((tmp / "warden.json").read_text())
@@ -246,6 +295,10 @@ def classify(run: ChildRun, report: dict[str, Any] | None, got: Confined, *, tim
                                     f"never ends?); {done} of {len(run.cases)} runs completed")
     if got.memory_tripped or "MemoryError" in run.stderr or "Cannot allocate memory" in run.stderr \
             or "std::bad_alloc" in run.stderr:
+        if not complete and phase == "start":  # no line of the submission had run: the limit is the grader's
+            return _set(run, "grader_error", f"the memory limit ({gib}) is too small for the grader's own child, "
+                                             f"which ran out {where}: not the submission's doing (give more "
+                                             f"memory, at least {MIN_MEMORY_GB:g} GiB)")
         if not complete:
             return _set(run, "memory", f"ran out of its {gib} memory limit {where}")
     sig, code = got.signal, got.exit_code

@@ -2,19 +2,60 @@
 
 In the lessons, every cell the student fills in starts with the line
     # EXERCISE: <exercise name>
-and the grader takes exactly those cells (in order), nothing else from the notebook.
+(comment lines and blank lines may stand above it), and the grader takes exactly those cells (in
+order), nothing else from the notebook: a name a cell takes from an earlier cell of the notebook is
+not defined when the grader runs it (lessons.check says so in the notebook).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 MARKER = "# EXERCISE:"
 
 
 class SubmissionError(ValueError):
     """The submission file cannot be read as code for this exercise."""
+
+
+def marked_exercise(cell: str) -> str | None:
+    """The exercise a code cell is marked for: its first line that is neither blank nor a comment is
+    not looked at; the marker must come before it, after blank lines and comments only. None: no marker."""
+    for line in cell.splitlines():
+        text = line.strip()
+        if text.startswith(MARKER):
+            return text[len(MARKER):].strip()
+        if text and not text.startswith("#"):
+            return None
+    return None
+
+
+def exercise_cells(cells: list[str], exercise: str) -> str | None:
+    """What the grader takes from a notebook's code cells: the cells marked for `exercise`, joined in
+    order (None: no cell is)."""
+    taken = [text for text in cells if marked_exercise(text) == exercise]
+    return "\n\n".join(taken) if taken else None
+
+
+def _code_cells(nb: Any, path: Path) -> list[str]:
+    """The code cells' sources of a parsed notebook; SubmissionError naming what is wrong with its form."""
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise SubmissionError(f"{path}: JSON, but not a notebook (a notebook is an object with a list of 'cells')")
+    sources = []
+    for k, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict):
+            raise SubmissionError(f"{path}: cell {k + 1} is not a notebook cell (not a JSON object)")
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", [])
+        if isinstance(source, list) and all(isinstance(s, str) for s in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise SubmissionError(f"{path}: code cell {k + 1}'s source is neither text nor a list of lines")
+        sources.append(source)
+    return sources
 
 
 def load_source(path: str | Path, exercise: str) -> str:
@@ -30,18 +71,15 @@ def load_source(path: str | Path, exercise: str) -> str:
         return path.read_text(errors="replace")
     if path.suffix == ".ipynb":
         try:
-            nb = json.loads(path.read_text())
+            nb = json.loads(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise SubmissionError(f"{path}: not a notebook: not UTF-8 text (byte {e.start})") from None
         except json.JSONDecodeError as e:
             raise SubmissionError(f"{path}: not a valid notebook ({e})") from None
-        cells = []
-        for cell in nb.get("cells", []):
-            if cell.get("cell_type") != "code":
-                continue
-            text = "".join(cell.get("source", []))
-            first = text.lstrip().splitlines()[0] if text.strip() else ""
-            if first.startswith(MARKER) and first[len(MARKER):].strip() == exercise:
-                cells.append(text)
-        if not cells:
+        except RecursionError:
+            raise SubmissionError(f"{path}: not a valid notebook (nested too deeply)") from None
+        source = exercise_cells(_code_cells(nb, path), exercise)
+        if source is None:
             raise SubmissionError(f"{path}: no code cell starts with '{MARKER} {exercise}'")
-        return "\n\n".join(cells)
+        return source
     raise SubmissionError(f"{path}: expected a .py file or a lesson .ipynb")

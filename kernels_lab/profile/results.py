@@ -112,10 +112,16 @@ def dump(meta: dict[str, Any], records: list[dict[str, Any]], path: str | Path) 
 
 def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, or a FIFO that would block the read forever
+        raise ResultsError(f"{path}: not a regular file, so not a results file")
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"{path}: not UTF-8 text (byte {e.start}), so not a results file") from None
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}: not valid JSON (truncated?): {e}") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: not a results file (JSON nested too deeply)") from None
     return validate(doc, str(path))
