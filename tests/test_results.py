@@ -44,3 +44,16 @@ def test_rejects_truncated_and_missing_files(tmp_path):
         results.load(p)
     with pytest.raises(results.ResultsError, match="no such file"):
         results.load(tmp_path / "absent.json")
+
+
+def test_a_study_record_names_its_three_rates(tmp_path):
+    """A study record carries GBs_model, GBs_useful and GBs_weight apart (never one 'GBs' meaning any of them)."""
+    rec = {"kind": "study", "workload": "softmax", "group": "shapes", "line": "v3", "variant": "fused",
+           "registered": False, "pattern": "fused", "n": 10, "size": {"rows": 2, "cols": 5}, "launches": 1,
+           "bytes_model": 80, "bytes_useful": 80, "bytes_weight": None, "checked": True, "time_ms": 1.0,
+           "time_ms_steady": 0.9, "GBs_model": 8e-5, "GBs_useful": 8e-5, "GBs_weight": None}
+    meta = results.make_meta("test", None)
+    assert results.load(results.dump(meta, [rec], tmp_path / "s.json"))["records"][0]["line"] == "v3"
+    for field in ("GBs_useful", "time_ms_steady", "bytes_weight"):
+        with pytest.raises(results.ResultsError, match=f"record 0 lacks {field}"):
+            results.dump(meta, [{k: v for k, v in rec.items() if k != field}], tmp_path / "bad.json")

@@ -160,3 +160,32 @@ def test_the_readme_numbers_read_a_study(clocks, tmp_path):
     fused = s.workload.variant("fused").plan(size).bytes_total
     assert e["GBs"]["fused"] == pytest.approx(fused / 2e-3 / 1e9)
     assert "on 1,027 float32 elements" in numbers.elementwise_caption(tmp_path)
+
+
+# -- kernels-lab bench ----------------------------------------------------------------------------------
+
+def test_bench_lists_every_study_and_fixed_measurement(capsys):
+    from kernels_lab.cli import main
+    assert main(["bench", "--list"]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert set(STUDIES) | {"launch", "consumer", "pdl"} <= listed
+
+
+def test_bench_runs_a_study_here_and_says_what_it_skipped(tmp_path, capsys):
+    from kernels_lab.cli import main
+    out = tmp_path / "ln.json"
+    assert main(["bench", "layernorm", "--json", str(out), "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "skipped timing: timings need a GPU" in text and "WRONG" not in text
+    assert {r["line"] for r in results.load(out)["records"]} == {"unfused", "fused", "persistent"}
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["bench", "launch", "--reps", "3"], "needs a GPU"),
+    (["bench", "sofmax"], "unknown bench 'sofmax'; studies: "),
+    (["bench", "softmax", "--ncu"], "--ncu measures DRAM bytes on a GPU"),
+])
+def test_bench_refuses_with_a_reason(argv, message, tmp_path, capsys):
+    from kernels_lab.cli import main
+    assert main([*argv, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
