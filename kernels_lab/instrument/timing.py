@@ -107,23 +107,9 @@ def time_launchers(launchers: Sequence[Callable[[], None]], *, reps: int = 30, w
     for launch in launchers:
         for _ in range(warmup):
             launch()
-    cuda.synchronize()
-    samples = [[] for _ in launchers]
-    start, end = cuda.event(), cuda.event()
-    for _ in range(reps):
-        for k, launch in enumerate(launchers):
-            flusher()
-            start.record(stream)
-            launch()
-            end.record(stream)
-            end.synchronize()
-            samples[k].append(start.elapsed_time(end))
+    samples = _interleaved(launchers, reps, [1] * len(launchers), flusher, stream)
     host = [host_us_per_call(launch, stream=stream) for launch in launchers]
-    out = []
-    for s, h in zip(samples, host):
-        q1, med, q3 = np.percentile(np.asarray(s), [25, 50, 75])
-        out.append(Timing(float(med), float(q1), float(q3), reps, h, tuple(float(x) for x in s)))
-    return out
+    return [_summary(s, h) for s, h in zip(samples, host)]
 
 
 def time_steady(launchers: Sequence[Callable[[], None]], *, reps: int = 10, batch_ms: float = 2.0,
@@ -137,22 +123,32 @@ def time_steady(launchers: Sequence[Callable[[], None]], *, reps: int = 10, batc
               for t in (once_ms or [0.0] * len(launchers))]
     for launch in launchers:
         launch()
+    return [_summary(s, 0.0) for s in _interleaved(launchers, reps, passes, None, stream)]
+
+
+def _interleaved(launchers: Sequence[Callable[[], None]], reps: int, passes: Sequence[int],
+                 before: Callable[[], None] | None, stream) -> list[list[float]]:
+    """ms per pass of each launcher, rep by rep: `before` (a flush) ahead of the start event, then
+    passes[k] calls back to back between the events."""
     cuda.synchronize()
-    samples = [[] for _ in launchers]
+    samples: list[list[float]] = [[] for _ in launchers]
     start, end = cuda.event(), cuda.event()
     for _ in range(reps):
         for k, launch in enumerate(launchers):
+            if before is not None:
+                before()
             start.record(stream)
             for _ in range(passes[k]):
                 launch()
             end.record(stream)
             end.synchronize()
             samples[k].append(start.elapsed_time(end) / passes[k])
-    out = []
-    for s in samples:
-        q1, med, q3 = np.percentile(np.asarray(s), [25, 50, 75])
-        out.append(Timing(float(med), float(q1), float(q3), reps, 0.0, tuple(float(x) for x in s)))
-    return out
+    return samples
+
+
+def _summary(samples: list[float], host_us: float) -> Timing:
+    q1, med, q3 = np.percentile(np.asarray(samples), [25, 50, 75])
+    return Timing(float(med), float(q1), float(q3), len(samples), host_us, tuple(float(x) for x in samples))
 
 
 def time_launcher(launch: Callable[[], None], **kwargs) -> Timing:
