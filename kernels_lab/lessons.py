@@ -105,9 +105,41 @@ def judged(exercise: str, entry: Any) -> Judged:
     return Judged(exercise, tests, ev.hints.texts(), len(cases), len(ev.plain))
 
 
+def _graded_cell(exercise: str) -> str | None:
+    """In a notebook (IPython): what the grader will take for `exercise`, the last cell run here that is
+    marked for it ("" when none is); None outside IPython (a script: the grader takes the whole file)."""
+    from .grading.submission import marked_exercise
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is None:
+        return None
+    return next((c for c in reversed(shell.history_manager.input_hist_raw) if marked_exercise(c) == exercise), "")
+
+
+def grader_sees(exercise: str) -> None:
+    """AssertionError unless the grader will see what this notebook runs: a cell marked for `exercise`,
+    using no name that only an earlier cell defines (the grader runs the marked cells alone)."""
+    from .grading.submission import free_names
+    cell = _graded_cell(exercise)
+    if cell is None:
+        return
+    if not cell:
+        raise AssertionError(f"{exercise}: no cell run here is marked '{MARKER} {exercise}': the grader takes only "
+                             f"that cell, so it would find nothing to grade; put the line back at the top of your "
+                             f"exercise cell")
+    shell = sys.modules["IPython"].get_ipython()
+    borrowed = [n for n in free_names(cell) if n in shell.user_ns]
+    if borrowed:
+        names = ", ".join(borrowed)
+        raise AssertionError(f"{exercise}: the grader runs the '{MARKER} {exercise}' cell alone, and it uses {names}, "
+                             f"defined in an earlier cell: there {names} would be undefined (0 points); define or "
+                             f"import {names} inside the exercise cell")
+
+
 def check(exercise: str, entry: Any) -> str:
     """The student's check in a lesson (see judged): raises AssertionError with the feedback unless
-    every check made here passes, so an unfilled exercise fails its check."""
+    every check made here passes, so an unfilled exercise fails its check. In a notebook it first
+    checks that the grader will see the same code (grader_sees)."""
+    grader_sees(exercise)
     result = judged(exercise, entry)
     if not result.passed:
         raise AssertionError(result.explain())

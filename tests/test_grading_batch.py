@@ -91,3 +91,157 @@ def test_an_empty_gradescope_submission_still_gets_results(tmp_path):
     assert code == 1
     doc = json.loads(results.read_text())
     assert doc["score"] == 0 and "no .py or .ipynb file was submitted" in doc["output"]
+
+
+# -- a class's folder always grades (issue 33 item 6) ----------------------------------------------------
+
+def _notebook(*cells: str) -> str:
+    return json.dumps({"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [],
+                                  "execution_count": None} for c in cells], "metadata": {}, "nbformat": 4,
+                       "nbformat_minor": 5})
+
+
+def test_unreadable_notebooks_are_rows_and_every_other_file_is_graded(tmp_path, capsys):
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    (folder / "a.ipynb").write_bytes(b"\xff\xfe not text")
+    (folder / "b.ipynb").write_text('{"cells": 5}')
+    (folder / "c.ipynb").write_text("[]")
+    (folder / "d.ipynb").write_text('{"cells": [7]}')
+    write_submission("fuse_correct", folder)
+    book = tmp_path / "book.csv"
+    rc = cli.main(["grade", "fuse_mini", str(folder), "--exercises", str(MINI_FILE), "--csv", str(book),
+                   "--timeout", "30"])
+    assert rc == cli.EXIT_NOT_LOADED  # 1: some could not be loaded; every one has its row all the same
+    rows = {r["submission"]: r for r in csv.DictReader(book.open())}
+    assert list(rows) == ["a.ipynb", "b.ipynb", "c.ipynb", "d.ipynb", "fuse_correct.py"]
+    assert rows["fuse_correct.py"]["score"] == rows["fuse_correct.py"]["max_score"] == "9.0"
+    assert {k: r["outcome"] for k, r in rows.items() if k != "fuse_correct.py"} == dict.fromkeys(
+        ["a.ipynb", "b.ipynb", "c.ipynb", "d.ipynb"], "unreadable")
+    err = capsys.readouterr().err
+    for line in (f"kernels-lab: a.ipynb: unreadable: {folder / 'a.ipynb'}: not a notebook: not UTF-8 text (byte 0)",
+                 f"kernels-lab: b.ipynb: unreadable: {folder / 'b.ipynb'}: JSON, but not a notebook (a notebook is an "
+                 f"object with a list of 'cells')",
+                 f"kernels-lab: c.ipynb: unreadable: {folder / 'c.ipynb'}: JSON, but not a notebook",
+                 f"kernels-lab: d.ipynb: unreadable: {folder / 'd.ipynb'}: cell 1 is not a notebook cell"):
+        assert line in err, err
+    assert "Traceback" not in err
+    # skipped is not failed: a check not counted here (speed, on the simulator) is an empty cell, and named
+    assert rows["fuse_correct.py"]["speed"] == "" and rows["a.ipynb"]["correct (public)"] == "0"
+    assert rows["fuse_correct.py"]["not_counted"] == "speed: speed is measured on a GPU only; not counted here"
+
+
+def test_per_student_folders_are_found_and_named_and_an_ambiguous_one_is_a_row(tmp_path, capsys):
+    folder = tmp_path / "submissions"
+    for student in ("alice", "bob", "carol", "dave"):
+        (folder / student).mkdir(parents=True)
+    write_submission("fuse_correct", folder / "alice").rename(folder / "alice" / "answer.py")
+    # a notebook whose exercise cell has a comment above the marker: taken all the same
+    cell = "# my attempt, v2\n" + submission("fuse_correct").replace("# EXERCISE: fuse_chain", "# EXERCISE: fuse_mini")
+    (folder / "bob" / "ex.ipynb").write_text(_notebook("import numpy as np", cell))
+    (folder / "bob" / ".ipynb_checkpoints").mkdir()
+    (folder / "bob" / ".ipynb_checkpoints" / "ex-checkpoint.ipynb").write_text("{}")  # not a second file
+    (folder / "carol" / "a.py").write_text("x = 1\n")
+    (folder / "carol" / "b.py").write_text("y = 2\n")
+    out = tmp_path / "grades.json"
+    rc = cli.main(["grade", "fuse_mini", str(folder), "--exercises", str(MINI_FILE), "--json", str(out),
+                   "--timeout", "30"])
+    assert rc == cli.EXIT_NOT_LOADED
+    grades = {g["submission"]: g for g in json.loads(out.read_text())["grades"]}
+    assert {k: (g["score"], g["outcome"]) for k, g in grades.items()} == {
+        "alice/answer.py": (9.0, "graded"), "bob/ex.ipynb": (9.0, "graded"), "carol/": (0.0, "unreadable"),
+        "dave/": (0.0, "unreadable")}
+    assert grades["carol/"]["summary"].startswith("unreadable: carol/ is a student's folder, but several files "
+                                                  "(a.py, b.py) and none is clearly the fuse_mini exercise")
+    assert "dave/ is a student's folder, but no .py or .ipynb file was submitted" in grades["dave/"]["summary"]
+    # two students graded under one name: refused before grading, one line
+    other = tmp_path / "other" / "alice"
+    other.mkdir(parents=True)
+    write_submission("fuse_correct", other).rename(other / "answer.py")
+    capsys.readouterr()
+    rc = cli.main(["grade", "fuse_mini", str(folder), str(other.parent), "--exercises", str(MINI_FILE)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "two submissions would be graded under one name, " \
+                                                 "'alice/answer.py'" in err, err
+
+
+@pytest.mark.parametrize("content,says", [
+    ('{"a": 1}', "it is not a grade (no exercise, submission, score and max_score), so not a grade part"),
+    ("[1, 2]", "not a grade part: a per-submission JSON of `grade --out DIR`, or a `grade --json FILE`"),
+    ('{"grades": []}', "(its grades list is empty)"),
+    ('{"grades": [{"exercise": "e", "submission": "s", "score": 1, "max_score": 2}]}',
+     "grade 1 is not a grade (Grade.__init__() missing 2 required positional arguments: 'outcome' and 'summary')"),
+    ("exercise,score\n", "not JSON"),
+    (b"\xff\xfe", "not UTF-8 text"),
+])
+def test_merge_refuses_a_file_that_is_not_a_grade_part(content, says, tmp_path, capsys):
+    part = tmp_path / "part.json"
+    part.write_bytes(content if isinstance(content, bytes) else content.encode())
+    rc = cli.main(["grade", "merge", str(part), "--csv", str(tmp_path / "book.csv")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"kernels-lab: error: merge: {part}: ") and err.count("\n") == 1, err
+    assert says in err and not (tmp_path / "book.csv").exists()
+
+
+def test_merge_refuses_a_fifo_and_a_folder_without_parts_instead_of_hanging(tmp_path, capsys):
+    os.mkfifo(tmp_path / "pipe.json")
+    (tmp_path / "none").mkdir()
+    for part, says in ((tmp_path / "pipe.json", "a FIFO, not a regular file (refused without reading it)"),
+                       (tmp_path / "none", "a folder with no .json file in it")):
+        rc = cli.main(["grade", "merge", str(part), "--csv", str(tmp_path / "book.csv")])
+        err = capsys.readouterr().err
+        assert rc == 2 and says in err and err.count("\n") == 1, err
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.add(c)
+            todo.append(c)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_ctrl_c_during_a_hung_grade_stops_within_a_second_killing_every_child(tmp_path):
+    import signal
+    import time
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    write_submission("fuse_infinite_spin", folder)
+    book = tmp_path / "book.csv"
+    env = {**{k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}, "KERNELS_LAB_BACKEND": "sim"}
+    proc = subprocess.Popen([sys.executable, "-m", "kernels_lab.cli", "grade", "fuse_mini", str(folder),
+                             "--exercises", str(MINI_FILE), "--csv", str(book), "--timeout", "120"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until the submission's kernel spins in its confined child
+        tree = _descendants(proc.pid)
+        if any("kernels_lab.grading.child" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
+               for p in tree if Path(f"/proc/{p}/cmdline").exists()) and time.monotonic() > deadline - 110:
+            break
+        time.sleep(0.2)
+    time.sleep(2)
+    tree = _descendants(proc.pid)
+    assert tree, "no child was running"
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    took = time.monotonic() - t0
+    assert proc.returncode == 130 and took < 1.5, (proc.returncode, took, err[-2000:])
+    assert "kernels-lab: interrupted" in err and "Traceback" not in err
+    assert not [p for p in tree if _alive(p)], "a child outlived the interrupt"
+    assert not book.exists()  # nothing half-done: the gradebook is written only when every grade is

@@ -83,3 +83,28 @@ def load_source(path: str | Path, exercise: str) -> str:
             raise SubmissionError(f"{path}: no code cell starts with '{MARKER} {exercise}'")
         return source
     raise SubmissionError(f"{path}: expected a .py file or a lesson .ipynb")
+
+
+PREDEFINED = frozenset({"cuda", "np", "numpy", "math"})  # what the grader's child defines before a submission runs
+
+
+def free_names(source: str) -> list[str]:
+    """The global names `source` uses but never binds (nor are builtins or PREDEFINED), in order of first
+    use: run alone, as the grader runs a notebook's exercise cells, each is a NameError. [] when the
+    source does not parse (the grader says so itself)."""
+    import builtins
+    import symtable
+    try:
+        top = symtable.symtable(source, "<cell>", "exec")
+    except (SyntaxError, ValueError):
+        return []
+    bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    used: list[str] = []
+    todo = [top]
+    while todo:
+        table = todo.pop(0)
+        todo += table.get_children()
+        for s in table.get_symbols():
+            if s.is_referenced() and (table is top or s.is_global()) and s.get_name() not in used:
+                used.append(s.get_name())
+    return [n for n in used if n not in bound and n not in PREDEFINED and not hasattr(builtins, n)]
