@@ -388,3 +388,65 @@ def test_doctor_says_what_runs_and_what_is_skipped(capsys):
     for feature in ("grid sync across blocks", "Programmatic Dependent Launch", "Nsight Compute DRAM bytes",
                     "compute-sanitizer"):
         assert f"] {feature}" in out
+
+
+# -- user mistakes of every kind: one line, exit 2, never a traceback (issue 33 item 6) --------------------------
+
+@pytest.fixture
+def odd_inputs(tmp_path):
+    """Inputs a user may give by mistake, in tmp/in: a FIFO, a non-UTF-8 file, a folder, a text file."""
+    d = tmp_path / "in"
+    d.mkdir()
+    os.mkfifo(d / "pipe.json")
+    (d / "binary.json").write_bytes(b"\xff\xfe\x00")
+    (d / "folder").mkdir()
+    (d / "mine.txt").write_text("x = 1\n")
+    (d / "latin1.py").write_bytes(b"# caf\xe9\n")
+    (d / "a.py").write_text("x = 1\n")
+    return d
+
+
+MISTAKES = [
+    (["plot", "{in}/pipe.json", "--out", "{tmp}/o"], ["plot: ", "pipe.json: a FIFO, not a regular file"]),
+    (["plot", "{in}/binary.json", "--out", "{tmp}/o"], ["binary.json: not UTF-8 text (byte 0), so not a results file"]),
+    (["plot", "{in}/folder", "--out", "{tmp}/o"], ["folder: a folder, not a regular file"]),
+    (["grade", "merge", "{in}/pipe.json", "--csv", "{tmp}/b.csv"], ["pipe.json: a FIFO, not a regular file"]),
+    (["grade", "merge", "{in}/a.py", "--csv", "{tmp}/b.csv"], ["a.py: not JSON", "not a grade part"]),
+    (["grade", "--list", "--exercises", "{in}/mine.txt"], ["--exercises", "mine.txt: not a .py file"]),
+    (["grade", "--list", "--exercises", "{in}/latin1.py"], ["latin1.py: not UTF-8 text (byte 5)"]),
+    (["grade", "--list", "--exercises", "{in}/pipe.json"], ["pipe.json: a FIFO, not a regular file"]),
+    (["grade", "--list", "--exercises", "{in}/folder"], ["folder: a folder, not a regular file"]),
+    (["grade", "bundle", "fuse_chain", "--exercises", "{in}/mine.txt", "--out", "{tmp}/o"], ["not a .py file"]),
+    (["demo", "elementwise", "--size", "n=2^99999"], ["'2^99999' is too large: at most 9,223,372,036,854,775,807"]),
+    (["demo", "elementwise", "--n", "2^99999"], ["--n: '2^99999' is too large"]),
+    (["demo", "elementwise", "--n", "99999999999999999999999"], ["is too large"]),
+    (["profile", "elementwise", "--reps", "10^30"], ["--reps: '10^30' is too large"]),
+    (["profile", "softmax", "--size", "rows=2^40,cols=2^40", "--out", "{tmp}/o"],
+     ["1,208,925,819,614,629,174,706,176 elements: more than any GPU's memory holds"]),
+    (["timeline", "elementwise", "--size", "n=2^62", "--out", "{tmp}/o"], ["more than any GPU's memory holds"]),
+    (["profile", "elementwise", "--sizes", "2^4..2^9999", "--out", "{tmp}/o"], ["'2^9999' is too large"]),
+    (["grade", "fuse_chain", "{in}/a.py", "--memory-gb", "0.01"],
+     ["--memory-gb 0.01 is less than the grader itself needs: give at least 0.5"]),
+    (["grade", "bundle", "fuse_chain", "--memory-gb", "0.1", "--out", "{tmp}/o"], ["give at least 0.5"]),
+    (["grade", "fuse_chain", "{in}/a.py", "--memory-gb", "1e30"], ["more than this machine has"]),
+    (["grade", "fuse_chain", "{in}/a.py", "--timeout", "1e300"], ["--timeout 1e+300: at most 86400 seconds"]),
+    (["grade", "fuse_chain", "{in}/a.py", "--workers", "x"], ["--workers: invalid int value"]),
+    (["grade", "fuse_chain", "{in}/folder"], ["no submissions", "a folder of students' folders"]),
+]
+
+
+@pytest.mark.parametrize("args,fragments", MISTAKES, ids=[" ".join(a) for a, _ in MISTAKES])
+def test_every_user_mistake_is_one_line_and_exit_2_never_a_traceback(args, fragments, tmp_path, odd_inputs, capsys):
+    argv = [a.format(tmp=tmp_path, **{"in": odd_inputs}) for a in args]
+    rc, out, err = cli_run(capsys, *argv)
+    assert_one_line_error(rc, err, *fragments)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"], "wrote before failing"
+
+
+def test_a_child_that_runs_out_of_memory_before_the_submission_loads_is_the_graders_failure():
+    from kernels_lab.grading.lifecycle import Confined, classify
+    from kernels_lab.grading.records import ChildRun
+    got = Confined(None, 9, False, True, {"progress": None}, "", "", 0.1)
+    run = classify(ChildRun("ok", cases=[{"id": 0}]), None, got, timeout_s=20, memory_bytes=2**28)
+    assert run.outcome == "grader_error" and "too small for the grader's own child" in run.detail
+    assert "not the submission's doing" in run.detail and "at least 0.5 GiB" in run.detail
