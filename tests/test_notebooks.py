@@ -150,3 +150,36 @@ def test_unfilled_exercises_fail_their_checks_and_nothing_else_fails(lesson):
             assert errors and errors[0].ename == "AssertionError", (lesson, c.source[:80])
         else:
             assert not errors, (lesson, c.source[:80], errors and errors[0].evalue)
+
+
+def test_the_notebook_check_judges_what_the_grader_takes_from_the_notebook(tmp_path):
+    """Issue 33 item 7: a name an earlier cell defines (the grader runs the marked cell alone), and a comment
+    above the marker (both accept it)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    solution = lessons.solution_source("fuse_chain")
+    helper = "@cuda.jit(device=True)\ndef scaled(v):\n    return v\n"
+    borrowing = solution.replace("alpha * (", "alpha * scaled(", 1)
+    assert borrowing != solution
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_cell("from kernels_lab import lessons\nfrom kernels_lab.runtime import cuda\nimport math, numpy as np",
+                       store_history=True)
+        # the lesson's own solution, with a comment above the marker: the check passes, the grader takes the cell
+        commented = "# my second try\n\n" + solution
+        assert shell.run_cell(commented, store_history=True).success
+        said = shell.run_cell('lessons.check("fuse_chain", fused_chain)', store_history=True)
+        assert said.success and "runs correct" in said.result, said.error_in_exec
+        nb = tmp_path / "mine.ipynb"
+        nb.write_text(nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(commented)])))
+        assert load_source(nb, "fuse_chain") == commented
+        # a helper from an earlier cell: the check fails naming it, as the grader would fail the cell alone
+        shell.run_cell(helper, store_history=True)
+        assert shell.run_cell(borrowing, store_history=True).success
+        failed = shell.run_cell('lessons.check("fuse_chain", fused_chain)', store_history=True)
+        assert isinstance(failed.error_in_exec, AssertionError)
+        assert str(failed.error_in_exec) == (
+            "fuse_chain: the grader runs the '# EXERCISE: fuse_chain' cell alone, and it uses scaled, defined in an "
+            "earlier cell: there scaled would be undefined (0 points); define or import scaled inside the exercise "
+            "cell")
+    finally:
+        InteractiveShell.clear_instance()
