@@ -95,7 +95,8 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=20.0,
                    help="seconds each run may take (one case in one launch configuration and schedule; loading the "
                         "submission gets as long), so a hang costs seconds (default 20)")
-    p.add_argument("--memory-gb", type=float, default=4.0, help="memory limit per submission (GiB, > 0)")
+    p.add_argument("--memory-gb", type=float, default=4.0,
+                   help="memory limit per submission (GiB; at least 0.5, what the grader's own child needs)")
 
 
 def _wrap(text: str) -> str:
@@ -213,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "not a regular file, not a .py / lesson .ipynb, a syntax error or a failed import (its zero "
                     "grade is still printed and written); 2 a mistake on the command line, before any grading; 3 "
                     "the grader failed on a submission (the machine's problem; its grade says so), or a file could "
-                    "not be written after the checks; 70 a bug in kernels-lab")
+                    "not be written after the checks; 70 a bug in kernels-lab; 130 interrupted (Ctrl-C): every "
+                    "child killed within a second and no --csv / --json written (the grades already in --out are "
+                    "whole ones: a re-run with the same --out grades only the rest)")
     g = _sub(sub, "grade", "grade student submissions (each in a sandboxed child process); grade merge, grade bundle",
              "Grade submissions for EXERCISE: correctness on public and hidden cases at odd sizes and several "
              "launch configurations (credited only when the student's own kernel produced the output), races as "
@@ -230,7 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "skips the unchanged)", grade_status,
                      "kernels-lab grade fuse_chain submissions/ --csv book.csv"))
     g.add_argument("exercise", nargs="?", help="which exercise (see --list)")
-    g.add_argument("submissions", nargs="*", type=Path, help=".py files, lesson .ipynb files, or folders of them")
+    g.add_argument("submissions", nargs="*", type=Path,
+                   help=".py files, lesson .ipynb files, or folders of them; in a folder, each subfolder is one "
+                        "student's (graded as STUDENT/FILE: its file named after the exercise, or its only one; a "
+                        "folder with none or several is a 0-point row saying so)")
     g.add_argument("--list", action="store_true", help="list the exercises and their points on this back-end")
     g.add_argument("--gradescope", type=Path, metavar="FILE",
                    help="Gradescope's results.json for the one submission given")
