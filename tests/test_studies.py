@@ -134,11 +134,13 @@ def test_a_wrong_line_is_not_timed(clocks, tmp_path):
     assert any("v9" in p and "not timed" in p for p in run.problems)
 
 
-def test_harder_inputs_are_checked_too(tmp_path):
-    s = dataclasses.replace(LN, check_sizes=(LN.workload.size(rows=2, cols=67),),
+def test_harder_inputs_are_checked_for_the_variants_named(tmp_path):
+    s = dataclasses.replace(LN, check_sizes=(LN.workload.size(rows=2, cols=67),), harder_for=("fused",),
                             harder={"x poisoned with nan": lambda i: {**i, "x": np.full_like(i["x"], np.nan)}})
     run = run_study(s, tmp_path / "ln.json", command="test", say=lambda _: None)
-    assert all(r["checked"] is False and r["problem"].startswith("x poisoned with nan") for r in run.records)
+    by = {r["line"]: r for r in run.records}
+    assert by["fused"]["checked"] is False and by["fused"]["problem"].startswith("x poisoned with nan")
+    assert by["unfused"]["checked"] is True and by["persistent"]["checked"] is True
 
 
 def test_a_group_naming_an_unknown_line_is_refused(tmp_path):

@@ -139,7 +139,8 @@ class Study:
                         first of them it runs (list them cheapest first); every line must run at one
     rows_axis           an axis whose rows are independent: the re-check after timing compares windows of it
                         (every input and output whose first dimension is that axis is cut); None: the whole
-    harder              {name: inputs -> inputs}: more checks on transformed inputs (x * 64), every line
+    harder              {name: inputs -> inputs}: more checks on transformed inputs (x * 64), for the lines whose
+                        variant `harder_for` names (None: every line)
     describe(line, size) more fields for every line's records (a registered variant's layout at this size)
     derive(record)      more fields from a finished record (us per step, TFLOP/s)
     meta()              more fields for the results file's meta
@@ -156,6 +157,7 @@ class Study:
     check_size: Callable[[Size], Size] | None = None
     rows_axis: str | None = None
     harder: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+    harder_for: tuple[str, ...] | None = None
     describe: Callable[[Line, Size], dict[str, Any]] | None = None
     derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     meta: Callable[[], dict[str, Any]] | None = None
@@ -201,7 +203,8 @@ def check_line(study: Study, line: Line, size: Size, seed: int) -> Check:
     float64. A failure to compile or launch is a failed check, with its exception."""
     w = study.workload
     worst = 0.0
-    for label, transform in (("", None), *study.harder.items()):
+    harder = study.harder if study.harder_for is None or line.variant.name in study.harder_for else {}
+    for label, transform in (("", None), *harder.items()):
         inputs = w.make_inputs(size, np.random.default_rng(seed))
         if transform is not None:
             inputs = transform(inputs)

@@ -5,8 +5,8 @@ the demo's committed table and figures/softmax_h200_*.png quote it.
 The versions, llm.c dev/cuda style: each registered variant (v1 fused_shared, v2 fused, v8 persistent, v9
 online, v13 unfused, v14 split: NUMBERS) and other layouts of their kernels (v3.., VERSIONS), each saying what
 it changes. A version whose layout is an earlier line's at a width is checked there, not timed twice. Every
-useful GB/s counts one read and one write of x (8 bytes per element) for everyone, torch included; split is
-also checked on x * 64 (rows near +-6400: its blocks combine partial maxima), every line with it.
+useful GB/s counts one read and one write of x (8 bytes per element) for everyone, torch included; split and
+cluster are also checked on x * 64 (rows near +-6400: their blocks combine partial maxima of a row).
 """
 
 from __future__ import annotations
@@ -155,13 +155,15 @@ STUDY = Study(
     groups=(Group("shapes", SHAPES), Group("sweep", SWEEP, lines=SWEEP_LINES, reps=10)),
     useful_bytes=lambda size: 8 * size.elements,
     check_size=lambda size: size.replace(rows=CHECK_ROWS),
-    check_sizes=(W.size(rows=2, cols=260), W.size(rows=1, cols=1000), W.size(rows=1, cols=4096)),
+    # one row: a row-per-warp block partly idle; 4096 columns for the splits of 4096-float slices
+    check_sizes=(W.size(rows=1, cols=260), W.size(rows=1, cols=1000), W.size(rows=1, cols=4096)),
     reps=20,
     versions=VERSIONS,
     anchors=(torch_anchor("torch.softmax", "torch.softmax, eager", _softmax),
              torch_anchor("torch.compile", "torch.softmax through torch.compile", _softmax, compiled=True)),
     rows_axis="rows",
     harder={f"x * {BIG}": lambda inputs: {**inputs, "x": inputs["x"] * np.float32(BIG)}},
+    harder_for=("split", "cluster"),  # the kernels whose blocks combine partial maxima of one row
     describe=describe,
     about="every variant and numbered version at six shapes and a width sweep, against torch",
 )
