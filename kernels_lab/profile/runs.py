@@ -1,7 +1,7 @@
-"""What `kernels-lab profile` and `kernels-lab bench` run: a workload's sweep (with Nsight Compute's
+"""What `kernels-lab profile` and a fixed `kernels-lab bench` run: a workload's sweep (with Nsight Compute's
 DRAM bytes merged in), or one of the fixed GPU measurements that are not a workload's variants
-(the launch ladder, the consumer, the PDL study). The CLI parses and prints; this module measures
-and writes."""
+(the launch ladder, the consumer, the PDL study); a topic's study is study.py's. The CLI parses and
+prints; this module measures and writes."""
 
 from __future__ import annotations
 

@@ -3,14 +3,15 @@
     topics/NAME/__init__.py   what the topic is, and ORDER: where it stands (its lesson's number)
     topics/NAME/workload.py   the workload: reference, variants, plans, exercises; importing it registers it
     topics/NAME/figures.py    FIGURES = {record kind: draw(doc, out, stem) -> [PNG paths]}: what it draws
-    topics/NAME/bench.py      its GPU benchmark, `python -m kernels_lab.topics.NAME.bench OUT`; or, for a fixed
-                              measurement that is not a workload's variants, BENCH: `kernels-lab bench NAME`
+    topics/NAME/study.py      STUDY: what its published numbers come from (profile/study.py), `kernels-lab bench NAME`
+    topics/NAME/bench.py      BENCH: a fixed measurement that is not a workload's variants, `kernels-lab bench NAME`
     topics/NAME/numbers.py    what the README quotes: rows(data) for the measured table, BLOCKS by name
     topics/NAME/demo.py       DEMO: `kernels-lab demo NAME` (kernels_lab/demos/ holds what demos share)
 
 Every package here is a topic: a new one is a new folder, nothing else to edit. Generic code names
 no topic; it asks this module (the registry loads every workload.py, `plot` and render_figures.py draw
-with every FIGURES, the README's numbers come from every numbers.py, `demo` and `bench` list theirs).
+with every FIGURES, the README's numbers come from every numbers.py, `demo` and `bench` list theirs,
+profile.study.studies() finds every STUDY).
 """
 
 from __future__ import annotations
