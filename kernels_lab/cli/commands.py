@@ -165,8 +165,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     """A topic's study (profile/study.py) or a fixed GPU measurement (launch, consumer, pdl): one results file."""
     from ..profile.runs import benches, run_bench
+    from ..backend import BACKEND
     from ..profile.study import run_study, studies, table
-    from ..runtime import ON_GPU, device_facts
+    from ..runtime import device_facts
     known, studied = benches(), studies()
     if args.list or not args.name:
         for name, s in studied.items():
@@ -178,12 +179,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown bench {args.name!r}; studies: {', '.join(studied)}; fixed measurements: "
                          f"{', '.join(known)}")
     fixed = args.name not in studied
-    if fixed and not ON_GPU:
+    if fixed and not BACKEND.can_time:
         raise UsageError(f"bench {args.name} measures microseconds and needs a GPU; on the simulator, "
                          f"`kernels-lab demo {args.name}` shows the committed GPU results")
     if fixed and (args.ncu or args.check or args.reps is not None):
         raise UsageError(f"bench {args.name} is a fixed measurement: --ncu, --check and --reps are for studies")
-    if args.ncu and not ON_GPU:
+    if args.ncu and not BACKEND.can_time:
         raise UsageError("--ncu measures DRAM bytes on a GPU with Nsight Compute; this back-end cannot: drop --ncu")
     args.json = args.json or args.out / f"{args.name}_bench.json"
     check_out_dir(args.out)

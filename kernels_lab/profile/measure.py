@@ -19,7 +19,7 @@ from ..arrays import poisoned, to_device
 from ..backend import BACKEND
 from ..checks import compare
 from ..core import Size, Variant, Workload
-from ..runtime import ON_GPU, ON_SIMULATOR, device_facts
+from ..runtime import device_facts
 from ..instrument.launch_hook import count_launches
 from ..instrument.timing import time_launchers
 
@@ -124,7 +124,7 @@ def measure_workload(workload: Workload, size: Size, variants: Sequence[str] | N
         spares = [variant.bind(to_device(inputs), poisoned(workload.output_specs(size))) for _ in range(copies - 1)]
         launchers.append(rotating([launch, *spares]))
         outs.append(dev_out)
-    if ON_GPU:
+    if BACKEND.can_time:
         timings = time_launchers(launchers, reps=reps, flush=flush)
         for rec, t, variant, dev_out in zip(records, timings, chosen, outs):
             if verify:
@@ -138,7 +138,7 @@ def measure_workload(workload: Workload, size: Size, variants: Sequence[str] | N
 def trace_if_simulated() -> AbstractContextManager:
     """A context that traces every global-memory access on the simulator (it yields the trace) and
     yields None on a GPU, where nothing can trace them: one `with` serves both back-ends."""
-    if ON_SIMULATOR:
+    if BACKEND.can_trace:
         from ..instrument.trace import tracing
         return tracing()
     return nullcontext(None)

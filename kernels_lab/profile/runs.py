@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..core import Size, Workload
-from ..runtime import ON_GPU
+from ..backend import BACKEND
 from . import results
 
 
@@ -48,7 +48,7 @@ def profile_workload(workload: Workload, sizes: Sequence[Size], *, json_path: st
     merge them into that size's records. Returns (records, the ncu problem if it could not run)."""
     from .sweep import sweep
     ceiling = None
-    if ON_GPU:
+    if BACKEND.can_time:
         from .ceiling import measure_copy_ceiling
         ceiling = measure_copy_ceiling().GBs
         say(f"copy ceiling: {ceiling:.0f} GB/s")

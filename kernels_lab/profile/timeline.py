@@ -17,7 +17,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ..runtime import ON_SIMULATOR
+from ..backend import BACKEND
 from ..instrument.launch_hook import LaunchRecord, listening
 
 
@@ -36,7 +36,7 @@ def event_timeline() -> Iterator[list[dict[str, Any]]]:
     """with event_timeline() as spans: <launch work>  -> one span per launch, filled on exit."""
     marks: list[tuple[str, Any, Any]] = []
     open_: dict[int, tuple[str, Any]] = {}
-    clock = time.perf_counter if ON_SIMULATOR else None
+    clock = None if BACKEND.can_time else time.perf_counter
 
     def begin(rec: LaunchRecord, args, fn) -> None:
         open_[id(rec)] = (rec.kernel, clock() if clock else _timing_event(rec.stream))
@@ -75,11 +75,11 @@ def variant_timelines(workload, size, variants=None, seed: int = 0,
     names = list(variants or workload.variants)
     for name in progress(names, f"timeline {workload.name} {size}") if show_progress else names:
         launch = workload.variant(name).bind(inputs, poisoned(workload.output_specs(size)))
-        if not ON_SIMULATOR:
+        if BACKEND.can_time:
             launch()  # compiles every kernel, so that the timed run shows launches, not the compiler
         with event_timeline() as spans:
             launch()
         records.append({"kind": "timeline", "workload": workload.name, "variant": name, "n": size.elements, "size": dict(size),
                         "pattern": workload.variant(name).pattern,
-                        "source": "host clock (simulator)" if ON_SIMULATOR else "CUDA events", "spans": spans})
+                        "source": "CUDA events" if BACKEND.can_time else "host clock (simulator)", "spans": spans})
     return records
