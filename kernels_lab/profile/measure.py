@@ -17,11 +17,11 @@ import numpy as np
 
 from ..arrays import poisoned, to_device
 from ..backend import BACKEND
-from ..checks import compare
 from ..core import Size, Variant, Workload
 from ..runtime import device_facts
 from ..instrument.launch_hook import count_launches
 from ..instrument.timing import time_launchers
+from .study import mismatch
 
 T = TypeVar("T")
 
@@ -145,9 +145,6 @@ def trace_if_simulated() -> AbstractContextManager:
 
 
 def _require_correct(workload: Workload, variant: Variant, dev_out, ref, when: str) -> None:
-    for name, expected in ref.items():
-        _, bad = compare(name, dev_out[name].copy_to_host(), expected, workload.tolerance)
-        if bad is not None:
-            raise MeasurementError(f"{workload.name}/{variant.name} is wrong{when}: first bad element "
-                                   f"{name}{list(bad.index)} expected {bad.expected:.6g} got {bad.got:.6g} "
-                                   f"({bad.bad} bad, {bad.unwritten} unwritten)")
+    wrong = mismatch(workload, {k: v.copy_to_host() for k, v in dev_out.items()}, ref)
+    if isinstance(wrong, str):
+        raise MeasurementError(f"{workload.name}/{variant.name} is wrong{when}: {wrong}")

@@ -215,15 +215,16 @@ def check_line(study: Study, line: Line, size: Size, seed: int) -> Check:
         except Exception as e:  # noqa: BLE001  (a line that cannot run is a finding, not the end of the study)
             traceback.print_exc(file=sys.stderr)
             return Check(False, None, f"{label + ': ' if label else ''}{type(e).__name__}: {e}"[:600])
-        wrong = _wrong(w, {k: v.copy_to_host() for k, v in outputs.items()}, w.reference(inputs))
+        wrong = mismatch(w, {k: v.copy_to_host() for k, v in outputs.items()}, w.reference(inputs))
         if isinstance(wrong, str):
             return Check(False, None, f"{label + ': ' if label else ''}{wrong}")
         worst = max(worst, wrong)
     return Check(True, worst, None)
 
 
-def _wrong(w: Workload, got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> str | float:
-    """What is wrong with `got`, or the largest relative error when nothing is."""
+def mismatch(w: Workload, got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> str | float:
+    """What is wrong with `got` (host arrays by output name) against float64, or the largest relative error
+    when nothing is."""
     worst = 0.0
     for name, expected in ref.items():
         if name not in got:
@@ -247,13 +248,13 @@ def recheck(study: Study, size: Size, inputs: dict[str, Any], outputs: Callable[
             rng: np.random.Generator, reference: dict[str, np.ndarray] | None) -> str | None:
     """After timing: the timed outputs against float64, in windows of rows_axis or whole (`reference`)."""
     if study.rows_axis is None:
-        wrong = _wrong(study.workload, outputs(None), reference)
+        wrong = mismatch(study.workload, outputs(None), reference)
         return wrong if isinstance(wrong, str) else None
     rows = size[study.rows_axis]
     for window in windows(rows, rng):
         cut = {k: (v[window] if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == rows else v)
                for k, v in inputs.items()}
-        wrong = _wrong(study.workload, outputs(window), study.workload.reference(cut))
+        wrong = mismatch(study.workload, outputs(window), study.workload.reference(cut))
         if isinstance(wrong, str):
             return f"rows {window.start}..{window.stop - 1}: {wrong}"
     return None
