@@ -110,7 +110,8 @@ def test_timed_path_records(clocks, tmp_path):
 
 def test_wrong_after_timing_and_wrong_anchor_are_reported(clocks, tmp_path):
     size = LN.workload.size(rows=9, cols=67)
-    s = dataclasses.replace(LN, groups=(Group("shapes", (size,)),), rows_axis=None, check_size=lambda z: z.replace(rows=3),
+    s = dataclasses.replace(LN, groups=(Group("shapes", (size,)),), rows_axis=None,
+                            check_size=lambda z: z.replace(rows=3),
                             versions=(version("v2", _wrong_when_large(LN.workload.variant("fused")), "drifts"),),
                             anchors=(_numpy_anchor(corrupt=True),))
     run = run_study(s, tmp_path / "ln.json", command="test", say=lambda _: None)
@@ -126,7 +127,8 @@ def test_a_wrong_line_is_not_timed(clocks, tmp_path):
 
     def bind(inputs, outputs, stream=0):
         return lambda: None  # writes nothing: the poison stays
-    s = dataclasses.replace(LN, groups=(Group("shapes", (LN.workload.size(rows=4, cols=67),)),), anchors=(), check_size=None,
+    s = dataclasses.replace(LN, groups=(Group("shapes", (LN.workload.size(rows=4, cols=67),)),), anchors=(),
+                            check_size=None,
                             versions=(version("v9", dataclasses.replace(base, name="lazy", bind=bind), "no-op"),))
     run = run_study(s, tmp_path / "ln.json", command="test", say=lambda _: None)
     lazy = next(r for r in run.records if r["line"] == "v9")

@@ -23,19 +23,19 @@ COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "
           "online": "#9467bd", "split": "#17becf", "cluster": "#bcbd22", "torch.softmax": "#333333",
           "torch.compile": "#999999"}
 REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online", "split", "cluster")
-KIND_OF_GROUP = {"shapes": "softmax_shape", "sweep": "softmax_sweep"}
 
 
 def as_drawn(doc: dict[str, Any]) -> dict[str, Any]:
     """A results file in the shape these figures (the demo's table, lesson 04) read: the study's timed records
-    as the older kinds (softmax_shape at the shapes, softmax_sweep in the sweep), "variant" the family a
+    as the older kinds (softmax_sweep in the sweep, softmax_shape elsewhere), "variant" the family a
     version is a layout of, "version" its number, "vs_torch" torch.softmax's time over its own; a file of the
     older kinds unchanged."""
     before = as_before(doc)
     if before is doc:
         return doc
-    records = [{**r, "kind": KIND_OF_GROUP[r["group"]], "variant": r.get("family") or r["line"],
-                "version": r.get("number") or r["line"], "vs_torch": r["vs_anchor"]} for r in before["records"]]
+    records = [{**r, "kind": "softmax_sweep" if r["group"] == "sweep" else "softmax_shape",
+                "variant": r.get("family") or r["line"], "version": r.get("number") or r["line"],
+                "vs_torch": r["vs_anchor"]} for r in before["records"]]
     return {**doc, "records": records}
 
 
