@@ -36,6 +36,9 @@ def as_drawn(doc: dict[str, Any]) -> dict[str, Any]:
     records = [{**r, "kind": "softmax_sweep" if r["group"] == "sweep" else "softmax_shape",
                 "variant": r.get("family") or r["line"], "version": r.get("number") or r["line"],
                 "vs_torch": r["vs_anchor"]} for r in before["records"]]
+    sizes = list(dict.fromkeys((r["group"], str(r["size"])) for r in records))
+    number = lambda v: int(v[1:]) if v[:1] == "v" and v[1:].isdigit() else 1000  # noqa: E731  (unnumbered last)
+    records.sort(key=lambda r: (sizes.index((r["group"], str(r["size"]))), number(r["version"])))  # as v1, v2, ...
     return {**doc, "records": records}
 
 
