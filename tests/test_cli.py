@@ -432,6 +432,8 @@ MISTAKES = [
     (["grade", "fuse_chain", "{in}/a.py", "--timeout", "1e300"], ["--timeout 1e+300: at most 86400 seconds"]),
     (["grade", "fuse_chain", "{in}/a.py", "--workers", "x"], ["--workers: invalid int value"]),
     (["grade", "fuse_chain", "{in}/folder"], ["no submissions", "a folder of students' folders"]),
+    (["timeline", "elementwise", "--variants", ",", "--out", "{tmp}/o"], ["--variants ',' names no variant",
+                                                                          "unfused"]),
 ]
 
 

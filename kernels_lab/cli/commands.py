@@ -220,6 +220,9 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     check_sim_size(size)
     named = given(args.variants, "--variants")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()] if named else list(workload.variants)
+    if named and not variants:
+        raise UsageError(f"--variants {args.variants!r} names no variant; give names separated by commas "
+                         f"({', '.join(workload.variants)}), or leave --variants out for all")
     refused = {v: why for v in variants if (why := _variant(workload, v).why_not(size)) is not None}
     if named and refused:  # an unknown or refused name is an error now, not after the others ran
         raise UsageError("; ".join(refused.values()))
