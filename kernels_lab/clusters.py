@@ -138,7 +138,7 @@ def max_active_clusters(launch) -> int | None:
 
 # -- the simulator: clusters of blocks side by side ------------------------------------------------------
 
-BARRIER_LIMIT_S = 120.0   # a simulated thread waits this long at the cluster barrier, then names the hang
+BARRIER_LIMIT_S = 120.0   # a simulated cluster barrier with no thread arriving for this long names the hang
 _POLL_S = 0.25            # how often a waiting thread looks for an abort of its block
 
 
@@ -171,6 +171,7 @@ class _Barrier:
 
     def __init__(self, count: int):
         self.count, self.arrived, self.phase = count, 0, 0
+        self.progress = time.monotonic()  # when a thread last arrived (slow Python threads are no hang)
         self.cond = threading.Condition()
 
 
@@ -221,6 +222,7 @@ def _arrive() -> None:
     with b.cond:
         t._kl_cluster_phase = b.phase
         b.arrived += 1
+        b.progress = time.monotonic()
         if b.arrived == b.count:
             b.arrived, b.phase = 0, b.phase + 1
             b.cond.notify_all()
@@ -233,14 +235,14 @@ def _wait() -> None:
         raise ClusterError(f"thread {tuple(t.threadIdx)} of block {tuple(t.blockIdx)} waits at the cluster "
                            f"barrier without having arrived (call cluster_arrive first)")
     b = _barrier(t, k)
-    start = time.monotonic()
     with b.cond:
         while b.phase == phase:
             if t.abort:
                 raise RuntimeError("abort flag set while waiting at the cluster barrier")
-            if time.monotonic() - start > BARRIER_LIMIT_S:
-                raise ClusterError(f"block {tuple(t.blockIdx)} waited {BARRIER_LIMIT_S:.0f} s at the cluster "
-                                   f"barrier: {b.count - b.arrived} of the cluster's {b.count} threads never "
+            if time.monotonic() - b.progress > BARRIER_LIMIT_S:
+                raise ClusterError(f"block {tuple(t.blockIdx)} waited at the cluster barrier {BARRIER_LIMIT_S:.0f} s "
+                                   f"after the last arrival: {b.count - b.arrived} of the cluster's {b.count} "
+                                   f"threads never "
                                    f"arrived (every thread of every block of the cluster must; on a GPU: a hang)")
             b.cond.wait(_POLL_S)
     t._kl_cluster_phase = None

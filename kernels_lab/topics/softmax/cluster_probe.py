@@ -172,19 +172,12 @@ def name_of(s: cl.ClusterShape) -> str:
     return f"cluster{s.slices}_{s.threads}x{s.chunks}"
 
 
-def one_width(cols: int, reps: int, torch, ceiling: float, problems: list[str]) -> list[dict[str, Any]]:
-    rows = max(1, X_BYTES // (4 * cols))
-    size = W.size(rows=rows, cols=cols)
-    check_size = W.size(rows=CHECK_ROWS, cols=cols)
-    entries: list[tuple[str, Any]] = []   # (name, bind(inputs, outputs))
-    for s in layouts(cols):
-        entries.append((name_of(s) + (" (default)" if s == cl.cluster_shape(cols) else ""),
-                        lambda i, o, s=s: cl.bind_cluster(i, o, shape=s)))
-    entries.append(("split (registered)", lambda i, o: sp.bind_split(i, o)))
+def checked_binds(cols: int, entries: list[tuple[str, Any]], check_one, problems: list[str]) -> list[tuple[str, Any]]:
+    """The entries (name, bind) whose check (check_one(bind) -> what is wrong, or None) passes; the rest reported."""
     ok = []
     for name, bind in entries:
         try:
-            bad = check(bind, check_size, seed=cols)
+            bad = check_one(bind)
         except Exception as e:  # noqa: BLE001  (a layout that does not launch: recorded, the rest go on)
             problems.append(f"{cols}: {name}: {type(e).__name__}: {e}"[:400])
             continue
@@ -192,50 +185,113 @@ def one_width(cols: int, reps: int, torch, ceiling: float, problems: list[str]) 
             problems.append(f"{cols}: {name} WRONG: {bad}")
         else:
             ok.append((name, bind))
-    x_host = W.make_inputs(size, np.random.default_rng(cols + 1))["x"]
-    x = cuda.to_device(x_host)
-    outs, launchers, names = [], [], []
-    for name, bind in ok:
-        out = cuda.device_array((rows, cols), np.float32)
-        outs.append(out)
-        launchers.append(bind({"x": x}, {"out": out}))
-        names.append(name)
-    holder: dict[str, Any] = {}
-    if torch is not None:
-        xt = torch.as_tensor(x, device="cuda")
-        launchers.append(lambda: holder.__setitem__("t", torch.softmax(xt, dim=-1)))
-        names.append("torch.softmax")
-    timings = time_launchers(launchers, reps=reps)
-    rng = np.random.default_rng(7)
+    return ok
+
+
+def time_lines(workload: str, cols: int, rows: int, useful: int, lines: list[tuple[str, Any, Any]], recheck,
+               ceiling: float, problems: list[str], reps: int) -> list[dict[str, Any]]:
+    """lines: (name, launch, output getter) timed interleaved; each output re-checked (recheck(getter) -> what is
+    wrong, or None) after timing; GB/s counts `useful` bytes per element; vs_torch: the last line's time / this."""
+    timings = time_launchers([launch for _, launch, _ in lines], reps=reps)
     records = []
-    for k, (name, t) in enumerate(zip(names, timings)):
-        gbs = USEFUL * rows * cols / (t.median_ms * 1e-3) / 1e9
-        if name == "torch.softmax":
-            wrong = check_rows(x_host, lambda w: holder["t"][w].cpu().numpy(), rng)
-        else:
-            wrong = check_rows(x_host, lambda w, o=outs[k]: o[w].copy_to_host(), rng)
+    for (name, _, got), t in zip(lines, timings):
+        gbs = useful * rows * cols / (t.median_ms * 1e-3) / 1e9
+        wrong = recheck(got)
         if wrong:
-            problems.append(f"{cols}: {name} wrong after timing: {wrong}")
-        records.append({"cols": cols, "rows": rows, "version": name, "median_ms": t.median_ms, "GBs": gbs,
-                        "of_ceiling": gbs / ceiling if ceiling else None, "rechecked_ok": wrong is None})
-    torch_ms = next((r["median_ms"] for r in records if r["version"] == "torch.softmax"), None)
+            problems.append(f"{workload} {cols}: {name} wrong after timing: {wrong}")
+        records.append({"workload": workload, "cols": cols, "rows": rows, "version": name,
+                        "median_ms": t.median_ms, "GBs": gbs, "of_ceiling": gbs / ceiling if ceiling else None,
+                        "rechecked_ok": wrong is None})
+    torch_ms = records[-1]["median_ms"] if lines and lines[-1][0].startswith("torch") else None
     for r in records:
         r["vs_torch"] = torch_ms / r["median_ms"] if torch_ms else None
     return records
 
 
+def one_width(cols: int, reps: int, torch, ceiling: float, problems: list[str]) -> list[dict[str, Any]]:
+    rows = max(1, X_BYTES // (4 * cols))
+    size = W.size(rows=rows, cols=cols)
+    check_size = W.size(rows=CHECK_ROWS, cols=cols)
+    default = cl.cluster_shape(cols)
+    entries: list[tuple[str, Any]] = [(name_of(s) + (" (default)" if s == default else ""),
+                                       lambda i, o, s=s: cl.bind_cluster(i, o, shape=s)) for s in layouts(cols)]
+    entries.append(("split (registered)", lambda i, o: sp.bind_split(i, o)))
+    ok = checked_binds(cols, entries, lambda bind: check(bind, check_size, seed=cols), problems)
+    x_host = W.make_inputs(size, np.random.default_rng(cols + 1))["x"]
+    x = cuda.to_device(x_host)
+    lines = []
+    for name, bind in ok:
+        out = cuda.device_array((rows, cols), np.float32)
+        lines.append((name, bind({"x": x}, {"out": out}), lambda w, o=out: o[w].copy_to_host()))
+    if default is not None and any(name.endswith("(default)") for name, _ in ok):  # the default on a persistent grid
+        out = cuda.device_array((rows, cols), np.float32)
+        active = max_active_clusters(cl.bind_cluster({"x": x}, {"out": out}))
+        if active:
+            lines.append((f"{name_of(default)} persistent ({active} clusters)",
+                          cl.bind_cluster({"x": x}, {"out": out}, clusters=active),
+                          lambda w, o=out: o[w].copy_to_host()))
+    holder: dict[str, Any] = {}
+    if torch is not None:
+        xt = torch.as_tensor(x, device="cuda")
+        lines.append(("torch.softmax", lambda: holder.__setitem__("t", torch.softmax(xt, dim=-1)),
+                      lambda w: holder["t"][w].cpu().numpy()))
+    rng = np.random.default_rng(7)
+    return time_lines("softmax", cols, rows, USEFUL, lines, lambda got: check_rows(x_host, got, rng), ceiling,
+                      problems, reps)
+
+
+CE = get_workload("cross_entropy")
+CE_WIDTHS = (50257, 131072, 262144)
+
+
+def ce_check(bind, size, seed: int) -> str | None:
+    inputs = CE.make_inputs(size, np.random.default_rng(seed))
+    outputs = poisoned(CE.output_specs(size))
+    bind(to_device(inputs), outputs)()
+    cuda.synchronize()
+    _, bad = compare("loss", outputs["loss"].copy_to_host(), CE.reference(inputs)["loss"], CE.tolerance)
+    return None if bad is None else f"{bad.bad} bad, first loss{list(bad.index)}: expected {bad.expected:.6g}, " \
+                                    f"got {bad.got:.6g}"
+
+
+def one_ce_width(cols: int, reps: int, torch, ceiling: float, problems: list[str]) -> list[dict[str, Any]]:
+    """Cross-entropy: the registered variants (cluster among them) and torch's, GB/s counting x read once."""
+    rows = max(1, X_BYTES // (4 * cols))
+    size = CE.size(rows=rows, cols=cols)
+    entries = [(name, CE.variant(name).bind) for name in CE.variants]
+    ok = checked_binds(cols, entries, lambda bind: ce_check(bind, CE.size(rows=CHECK_ROWS, cols=cols), cols), problems)
+    inputs = CE.make_inputs(size, np.random.default_rng(cols + 2))
+    device = to_device(inputs)
+    lines = []
+    for name, bind in ok:
+        loss = cuda.device_array(rows, np.float32)
+        lines.append((f"ce {name}", bind(device, {"loss": loss}), lambda loss=loss: loss.copy_to_host()))
+    holder: dict[str, Any] = {}
+    if torch is not None:
+        xt, lt = torch.as_tensor(device["x"], device="cuda"), torch.as_tensor(inputs["labels"], device="cuda").long()
+        lines.append(("torch cross_entropy", lambda: holder.__setitem__(
+            "t", torch.nn.functional.cross_entropy(xt, lt, reduction="none")), lambda: holder["t"].cpu().numpy()))
+    want = CE.reference(inputs)["loss"]
+
+    def recheck(got) -> str | None:
+        _, bad = compare("loss", got(), want, CE.tolerance)
+        return None if bad is None else f"{bad.bad} bad"
+    return time_lines("cross_entropy", cols, rows, 4, lines, recheck, ceiling, problems, reps)
+
+
 def table(records: list[dict[str, Any]], ceiling: float) -> str:
-    lines = [f"copy ceiling {ceiling:.0f} GB/s; GB/s counts 8 bytes per element",
-             f"{'cols':>7} {'rows':>6} {'version':<28} {'ms':>8} {'GB/s':>7} {'ceil':>5} {'x torch':>7}"]
+    lines = [f"copy ceiling {ceiling:.0f} GB/s; softmax GB/s counts 8 bytes per element, cross-entropy 4 (x read)",
+             f"{'cols':>7} {'rows':>6} {'version':<36} {'ms':>8} {'GB/s':>7} {'ceil':>5} {'x torch':>7}"]
     for r in records:
         vt = f"{r['vs_torch']:.2f}" if r["vs_torch"] else "-"
-        lines.append(f"{r['cols']:>7} {r['rows']:>6} {r['version']:<28} {r['median_ms']:>8.3f} {r['GBs']:>7.0f} "
+        lines.append(f"{r['cols']:>7} {r['rows']:>6} {r['version']:<36} {r['median_ms']:>8.3f} {r['GBs']:>7.0f} "
                      f"{r['of_ceiling']:>5.2f} {vt:>7}")
-    best = {}
+    best: dict[int, dict[str, Any]] = {}
     for r in records:
-        if r["version"].startswith("cluster") and r["GBs"] > best.get(r["cols"], {}).get("GBs", 0):
+        if r["workload"] == "softmax" and r["version"].startswith("cluster") and \
+                r["GBs"] > best.get(r["cols"], {}).get("GBs", 0):
             best[r["cols"]] = r
-    lines.append("best cluster layout per width: " + ", ".join(
+    lines.append("best softmax cluster layout per width: " + ", ".join(
         f"{c}: {r['version']} {r['of_ceiling']:.2f}" + (f" {r['vs_torch']:.2f}x torch" if r["vs_torch"] else "")
         for c, r in sorted(best.items())))
     return "\n".join(lines)
@@ -246,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--widths", type=int, nargs="*", default=list(WIDTHS))
+    ap.add_argument("--ce-widths", type=int, nargs="*", default=list(CE_WIDTHS))
     args = ap.parse_args(argv)
     start = time.time()
     path = args.out_dir / "cluster_probe.json"
@@ -280,6 +337,13 @@ def main(argv: list[str] | None = None) -> int:
             problems.append(f"{cols}: {type(e).__name__}: {e}"[:600] + traceback.format_exc()[-800:])
         save()
         print(f"{cols} done at {time.time() - start:.0f} s", flush=True)
+    for cols in args.ce_widths:
+        try:
+            records += one_ce_width(cols, args.reps, torch, ceiling, problems)
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"cross_entropy {cols}: {type(e).__name__}: {e}"[:600] + traceback.format_exc()[-800:])
+        save()
+        print(f"cross_entropy {cols} done at {time.time() - start:.0f} s", flush=True)
     print("\n".join(["problems:"] + problems) if problems else "no problems")
     for p in probes:
         print(p)
