@@ -4,9 +4,11 @@ DIR/EXERCISE_autograder.zip.
 The zip holds, at its root (Gradescope's layout):
   setup.sh            run once when Gradescope builds the image: installs THIS copy of kernels-lab
                       (the source is in the zip, so the version graded is exactly the instructor's),
-                      with the [cu13] extra for the compile gate when pip can get it (else
-                      without: the gate cannot run, yet counts as everywhere, its point given to a
-                      kernel that works: one maximum on every machine, grading.judge)
+                      with the [cu13] extra for the compile gate and the PTX ordering checks
+                      (decode_protocol) when pip can get it; else without, warning loudly: the gate
+                      cannot run, yet counts as everywhere, its point given to a kernel that works, and
+                      memory ordering is judged by the simulator's weak-memory runs only (one maximum on
+                      every machine, grading.judge)
   run_autograder      run per submission: grades the file in /autograder/submission on numba's CUDA
                       simulator (Gradescope has no GPU) and writes /autograder/results/results.json
   kernels-lab-src/    the package source (pyproject.toml, kernels_lab/)
@@ -41,8 +43,15 @@ if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1
 fi
 PIP="python3 -m pip install --no-cache-dir"
 $PIP --break-system-packages --help >/dev/null 2>&1 && PIP="$PIP --break-system-packages"
-# this exact copy of kernels-lab ({version}); the [cu13] extra brings NVVM/NVRTC for the compile gate
-$PIP "./kernels-lab-src[cu13]" || $PIP "./kernels-lab-src"
+# this exact copy of kernels-lab ({version}); the [cu13] extra brings NVVM/NVRTC for the compile gate and the
+# memory-ordering checks that read the PTX (decode_protocol)
+if ! $PIP "./kernels-lab-src[cu13]"; then
+    $PIP "./kernels-lab-src"
+    echo "########################################################################################" >&2
+    echo "WARNING: numba-cuda[cu13] (NVVM) could not be installed: the compile gate is given, and" >&2
+    echo "memory ordering is judged by the simulator's weak-memory runs only, not from the PTX." >&2
+    echo "########################################################################################" >&2
+fi
 python3 -c "import kernels_lab; print('kernels-lab', kernels_lab.__version__, 'installed')"
 """
 
