@@ -76,7 +76,10 @@ def test_each_submission_loses_exactly_its_points_and_the_lessons_check_agrees(n
     if name == "decode_spin_forever":
         return  # in this process its abandoned probe would spin beside every later test
     nb = lessons.judged("decode_protocol", _entry(name))  # the notebook's check: the same checks, words, points
-    assert [(t.name, t.score, t.output) for t in nb.tests] == [(t.name, t.score, t.output) for t in g.tests]
+    assert [(t.name, t.score) for t in nb.tests] == [(t.name, t.score) for t in g.tests]
+    # the same words, but for the probe whose count arrives while wait polls: on a loaded machine (pytest -n 2)
+    # it may end undecided in one of the two runs, which changes its sentence and never its score
+    assert [t.output for t in nb.tests if t.name != dp.AT_COUNT] == [t.output for t in g.tests if t.name != dp.AT_COUNT]
     assert nb.passed == (not lost)
 
 
