@@ -43,6 +43,7 @@ REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry 
     "timeline": ("kind", "workload", "variant", "n", "source", "spans"),
     "pdl_window": ("kind", "variant", "G", "size_class", "max_connections", "members_at_once", "e2e_us", "timeline"),
     "demo_time": ("kind", "demo", "wall_s", "rc"),
+    "cluster_probe": ("kind", "workload", "cols", "rows", "version", "median_ms", "GBs", "of_ceiling", "vs_torch"),
     "study": ("kind", "workload", "group", "line", "variant", "registered", "pattern", "n", "size", "launches",
               "bytes_model", "bytes_useful", "bytes_weight", "checked", "time_ms", "time_ms_steady", "GBs_model",
               "GBs_useful", "GBs_weight"),

@@ -28,7 +28,7 @@ from kernels_lab.clusters import (cluster_index, cluster_launcher, cluster_rank,
                                   dsmem_load, dsmem_store, max_active_clusters)
 from kernels_lab.instrument.timing import time_launchers
 from kernels_lab.profile.ceiling import measure_copy_ceiling
-from kernels_lab.profile.results import make_meta
+from kernels_lab.profile.results import SCHEMA, make_meta
 from kernels_lab.runtime import cuda
 from kernels_lab.topics.softmax import cluster as cl
 from kernels_lab.topics.softmax import split as sp
@@ -199,7 +199,7 @@ def time_lines(workload: str, cols: int, rows: int, useful: int, lines: list[tup
         wrong = recheck(got)
         if wrong:
             problems.append(f"{workload} {cols}: {name} wrong after timing: {wrong}")
-        records.append({"workload": workload, "cols": cols, "rows": rows, "version": name,
+        records.append({"kind": "cluster_probe", "workload": workload, "cols": cols, "rows": rows, "version": name,
                         "median_ms": t.median_ms, "GBs": gbs, "of_ceiling": gbs / ceiling if ceiling else None,
                         "rechecked_ok": wrong is None})
     torch_ms = records[-1]["median_ms"] if lines and lines[-1][0].startswith("torch") else None
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def save() -> None:
         args.out_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"meta": meta, "probes": probes, "records": records, "problems": problems,
+        path.write_text(json.dumps({"schema": SCHEMA, "meta": meta, "probes": probes, "records": records, "problems": problems,
                                     "seconds": round(time.time() - start, 1)}, indent=1) + "\n")
 
     for what, fn in (("ranks k=2", lambda: probe_ranks(2, 3)), ("ranks k=4", lambda: probe_ranks(4, 5)),

@@ -7,6 +7,8 @@ benchmarks/render_figures.py find them in FIGURES.
   softmax_cols.png      GB/s against the row width at fixed bytes: the registered fused, online, split and
                         torch.softmax (solid), other swept layouts (dashed), the ceiling, where fused stops fitting
                         on chip, and (the band along the bottom) which registered variant is fastest at each width
+  STEM_clusters.png     (cluster_probe.py's records) the fraction of the copy ceiling against the row width: the
+                        best layout of each cluster size, the registered split and torch.softmax
 Every GB/s counts one read and one write of x (8 bytes per element).
 """
 
@@ -180,4 +182,40 @@ def figures(doc: dict[str, Any], out_dir: str | Path, stem: str = "softmax") -> 
     return made
 
 
-FIGURES = {"softmax_shape": figures, "softmax_sweep": figures, "study:softmax": figures}
+def cluster_widths(doc: dict[str, Any], out_dir: str | Path, stem: str = "softmax_cluster") -> list[Path]:
+    """The fraction of the copy ceiling against the row width: one line per cluster size (its best layout at
+    each width, the layout named at the point), the registered split and torch.softmax; only layouts whose
+    outputs were right after timing."""
+    recs = [r for r in doc["records"] if r.get("kind") == "cluster_probe" and r["workload"] == "softmax"
+            and r.get("rechecked_ok", True)]
+    lines: dict[str, dict[int, dict[str, Any]]] = {}
+    for r in recs:
+        name = r["version"].split("_")[0] if r["version"].startswith("cluster") else r["version"].split(" ")[0]
+        best = lines.setdefault(name, {})
+        if r["cols"] not in best or r["GBs"] > best[r["cols"]]["GBs"]:
+            best[r["cols"]] = r
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    sizes = sorted((n for n in lines if n.startswith("cluster")), key=lambda n: int(n[len("cluster"):]))
+    cmap = plt.get_cmap("viridis")
+    for i, name in enumerate(sizes):
+        pts = sorted(lines[name].values(), key=lambda r: r["cols"])
+        ax.plot([r["cols"] for r in pts], [r["of_ceiling"] for r in pts], "o-", ms=4, lw=1.2,
+                color=cmap(i / max(1, len(sizes) - 1)), label=f"{name[len('cluster'):]} block(s) a cluster")
+    for name, color, ls in (("split", COLORS["split"], "--"), ("torch.softmax", COLORS["torch.softmax"], ":")):
+        pts = sorted(lines.get(name, {}).values(), key=lambda r: r["cols"])
+        if pts:
+            ax.plot([r["cols"] for r in pts], [r["of_ceiling"] for r in pts], ls, marker="s", ms=3, color=color,
+                    label=name + (" (registered, exchange through global memory)" if name == "split" else ""))
+    ax.axhline(1.0, color="black", ls="--", lw=1, label=f"copy ceiling {doc['meta']['ceiling_GBs']:.0f} GB/s")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("cols (row length, float32); about 256 MiB of x at every width")
+    ax.set_ylabel("fraction of the copy ceiling")
+    style(ax, "softmax split across a thread-block cluster (DSMEM exchange): best layout per cluster size")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    source_note(fig, doc["meta"])
+    return [save(fig, Path(out_dir) / f"{stem}_clusters.png")]
+
+
+FIGURES = {"softmax_shape": figures, "softmax_sweep": figures, "study:softmax": figures,
+           "cluster_probe": cluster_widths}
