@@ -39,7 +39,8 @@ from ...backend import BACKEND
 from ...core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
 from ...reduce import block_sum, warp_sum
 from ...runtime import cuda
-from ..softmax.workload import CHUNK, WARP, RowShape, _jit, _pow2, _tag, require_aligned, row_access, stream_shape
+from ...rows import access_tag, pow2_at_least, row_jit
+from ..softmax.workload import CHUNK, WARP, RowShape, require_aligned, row_access, stream_shape
 
 F32 = 4
 EPS = 1e-5
@@ -117,9 +118,9 @@ def unfused_kernels(shape: RowShape):
     has, load, store = row_access(shape.threads, shape.vector, 0.0)
     count = chunk_count(shape.threads, shape.vector)
     T, U = shape.threads, shape.chunks
-    tag = f"{T}x{U}_{_tag(shape.vector)}"
+    tag = f"{T}x{U}_{access_tag(shape.vector)}"
 
-    @_jit(f"layernorm_row_mean_{tag}", T)
+    @row_jit(f"layernorm_row_mean_{tag}", T)
     def row_mean(x, rmean, cols):
         scratch = cuda.shared.array(T, np.float32)
         lane, row = cuda.threadIdx.x, cuda.blockIdx.x
@@ -134,7 +135,7 @@ def unfused_kernels(shape: RowShape):
         if lane == 0:
             rmean[row] = s / np.float32(cols)  # a float32 quotient (int64 would promote to float64)
 
-    @_jit(f"layernorm_row_rstd_{tag}", T)
+    @row_jit(f"layernorm_row_rstd_{tag}", T)
     def row_rstd(x, rmean, rrstd, cols, eps):
         scratch = cuda.shared.array(T, np.float32)
         lane, row = cuda.threadIdx.x, cuda.blockIdx.x
@@ -150,7 +151,7 @@ def unfused_kernels(shape: RowShape):
         if lane == 0:
             rrstd[row] = _ONE / math.sqrt(q / np.float32(cols) + eps)
 
-    @_jit(f"layernorm_normalize_{tag}", T)
+    @row_jit(f"layernorm_normalize_{tag}", T)
     def normalize(x, rmean, rrstd, gamma, beta, out, cols):
         lane, row = cuda.threadIdx.x, cuda.blockIdx.x
         m, r = rmean[row], rrstd[row]
@@ -183,8 +184,8 @@ def fused_kernel(shape: RowShape, hold: bool = False):
     T, C, block = shape.threads, shape.chunks, shape.block
     held, per_warp, rows_per_block = CHUNK * C, T == WARP, shape.rows_per_block
 
-    @_jit(f"layernorm_{'hold' if hold else 'fused'}_{'warp' if per_warp else 'block'}{T}x{C}_b{block}_"
-          f"{_tag(shape.vector)}", block)
+    @row_jit(f"layernorm_{'hold' if hold else 'fused'}_{'warp' if per_warp else 'block'}{T}x{C}_b{block}_"
+          f"{access_tag(shape.vector)}", block)
     def fused(x, gamma, beta, out, rows, cols, eps):
         vals = cuda.local.array(held, np.float32)
         g = cuda.local.array(held, np.float32)
@@ -232,8 +233,8 @@ def fused_shape(cols: int) -> RowShape | None:
     """A row per warp while 4 chunks a lane cover it (cols <= 512), else a block per row
     (None: the row does not fit in registers)."""
     units = -(-cols // CHUNK)
-    threads = WARP if units <= WARP * MAX_CHUNKS else min(MAX_THREADS, _pow2(-(-units // MAX_CHUNKS)))
-    chunks = _pow2(-(-units // threads))
+    threads = WARP if units <= WARP * MAX_CHUNKS else min(MAX_THREADS, pow2_at_least(-(-units // MAX_CHUNKS)))
+    chunks = pow2_at_least(-(-units // threads))
     if chunks > MAX_CHUNKS:
         return None
     return RowShape(threads, chunks, WARP_ROWS * WARP if threads == WARP else threads, cols % CHUNK == 0)

@@ -44,6 +44,7 @@ from ...core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, 
 from ...intrinsics import load4, store4
 from ...reduce import LOWEST, block_max, block_md, block_sum, md_combine, warp_max, warp_sum
 from ...runtime import cuda
+from ...rows import access_tag as _tag, pow2_at_least as _pow2, row_jit as _jit  # noqa: F401  (split, cluster use them)
 
 F32 = 4                 # bytes per float32
 CHUNK = 4               # floats per chunk: one 16-byte access, or 4 strided scalar ones
@@ -156,15 +157,6 @@ def row_access(threads: int, vector: bool, fill: float = LOWEST):
     return has, load, store
 
 
-def _jit(name: str, block: int):
-    """cuda.jit with fastmath (exp -> ex2.approx), and the block size as a launch bound: at 1024
-    threads the compiler must fit 64 registers a thread or the launch is refused."""
-    def wrap(fn):
-        fn.__name__ = fn.__qualname__ = name
-        return BACKEND.jit(fn, fastmath=True, launch_bounds=block)
-    return wrap
-
-
 @dataclass(frozen=True)
 class RowShape:
     """How one kernel lays threads over rows (compile-time constants of its kernels).
@@ -186,10 +178,6 @@ class RowShape:
 
     def blocks(self, rows: int) -> int:
         return max(1, -(-rows // self.rows_per_block))
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
 
 
 def _chunks_per_row(cols: int) -> int:
@@ -261,10 +249,6 @@ def unfused_kernels(shape: RowShape):
             k += U
 
     return row_max, exp_sum, normalize
-
-
-def _tag(vector: bool) -> str:
-    return "vec4" if vector else "scalar"
 
 
 # -- fused_shared: the exercise's answer --------------------------------------------------------

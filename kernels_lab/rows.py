@@ -1,0 +1,31 @@
+"""What the row kernels (softmax, layernorm, cross-entropy) share besides their walkers: naming a kernel
+with its layout, and the power-of-two sizes their layouts are made of.
+
+    @row_jit("layernorm_fused_warp32x4_b128_vec4", 128)   cuda.jit with fastmath and the block as launch bound
+    pow2_at_least(5) == 8                                   threads and chunks come in powers of two
+    access_tag(vector)                                      "vec4" (16-byte accesses) or "scalar", for names
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .backend import BACKEND
+
+
+def row_jit(name: str, block: int) -> Callable:
+    """cuda.jit with fastmath (exp -> ex2.approx), and the block size as a launch bound: at 1024
+    threads the compiler must fit 64 registers a thread or the launch is refused."""
+    def wrap(fn):
+        fn.__name__ = fn.__qualname__ = name
+        return BACKEND.jit(fn, fastmath=True, launch_bounds=block)
+    return wrap
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def access_tag(vector: bool) -> str:
+    return "vec4" if vector else "scalar"
