@@ -7,6 +7,7 @@ for sm_90 in a child on the PTX back-end and assembled with ptxas where it is in
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -216,17 +217,44 @@ def test_the_registered_variant_takes_its_layout_from_the_width(rng):
     assert cl.cluster_shape(203).slices > 1 if ON_SIMULATOR else True
 
 
-def test_layouts_by_width_and_the_widest_row():
-    for cols in (8192, 32768, 50257, 131072, 262144):
-        s = cl.cluster_shape(cols)
-        assert s is not None and s.slices <= 8 and s.chunks <= 8, cols
-        assert s.slice_vectors(cols) <= s.threads * s.chunks, cols  # every vector of a slice has a thread
-    widest = 8 * 1024 * 8 * 4
-    assert cl.cluster_shape(widest - 6, slices=8) is not None  # 65536 vectors with the row's unaligned start
-    assert cl.cluster_shape(widest + 4, slices=8) is None
-    assert cl.cluster_shape(widest + 4, slices=16) is not None
+MEASURED = ROOT / "figures" / "data" / "softmax_cluster_h200.json"
+
+
+def _best_measured_layouts() -> dict[int, str]:
+    """Width -> the name of the cluster layout with the highest fraction of the copy ceiling in the committed run."""
+    records = json.loads(MEASURED.read_text())["records"]
+    best: dict[int, dict] = {}
+    for r in records:
+        if r["workload"] == "softmax" and re.fullmatch(r"cluster\d+_\d+x\d+( \(default\))?", r["version"]) and \
+                r["of_ceiling"] > best.get(r["cols"], {"of_ceiling": -1})["of_ceiling"]:
+            best[r["cols"]] = r
+    return {cols: r["version"].split()[0] for cols, r in best.items()}
+
+
+def test_the_default_layout_is_the_best_measured_at_every_measured_width():
+    best = _best_measured_layouts()
+    assert sorted(best) == [w for w, _, _ in cl.MEASURED_LAYOUTS]  # the table covers every measured width
+    for cols, name in best.items():
+        assert probe.name_of(cl.cluster_shape(cols)) == name, cols
+
+
+def test_layouts_between_and_past_the_measured_widths():
+    widths = [w for w, _, _ in cl.MEASURED_LAYOUTS]
+    for lo, hi in zip(widths, widths[1:]):
+        for cols in (lo + 1, (lo + hi) // 2, hi - 3):  # the next measured width's blocks, holding this row
+            s, measured = cl.cluster_shape(cols), cl.cluster_shape(hi)
+            # just under a measured width, a row that starts unaligned takes one vector more: more threads then
+            assert s.slices == measured.slices and s.threads >= measured.threads, cols
+            assert s.threads == measured.threads or cols % 4, cols
+            assert s.slice_vectors(cols) <= s.threads * s.chunks, cols  # every vector of a slice has a thread
+    assert cl.cluster_shape(widths[0] - 1).slices == cl.portable_slices(widths[0] - 1)
+    widest = cl.MAX_CLUSTER * 1024 * 8 * 4  # past the widest measured width: 16 blocks, threads grow to 1024
+    assert cl.cluster_shape(widths[-1] + 4).slices == cl.MAX_CLUSTER
+    assert cl.cluster_shape(widest - 6) is not None  # the row's unaligned start takes one vector more
+    assert cl.cluster_shape(widest + 4) is None
+    assert cl.cluster_shape(8 * 1024 * 8 * 4 + 4, slices=8) is None
     why = W.variant("cluster").why_not(W.size(rows=1, cols=widest + 4))
-    assert why is not None and "`online`" in why
+    assert why is not None and "`online`" in why and str(widest) in why
 
 
 @pytest.mark.gpu

@@ -55,12 +55,44 @@ class ClusterShape:
         return -(-sp._row_vectors(cols) // self.slices)
 
 
+# The default layout per width: the best measured one (highest fraction of the copy ceiling) of every layout
+# cluster_probe timed, from figures/data/softmax_cluster_h200.json (H200, 2026-12-05). (width, blocks, threads);
+# every best layout holds 8 chunks (32 floats) a thread. tests/test_clusters.py reads the file and checks this table.
+MEASURED_LAYOUTS = ((8192, 1, 256), (16384, 2, 256), (32768, 2, 512), (50257, 8, 256), (65536, 4, 512),
+                    (131072, 16, 256), (262144, 16, 512))
+
+
+def portable_slices(cols: int) -> int:
+    """Slices of about SLICE_FLOATS, k a power of two, at most 8 (the portable cluster): the rule below the
+    narrowest measured width (and the cluster cross-entropy's, whose layouts were not measured)."""
+    return min(8, sm._pow2(-(-cols // SLICE_FLOATS)))
+
+
+def default_layout(cols: int) -> tuple[int, int | None]:
+    """(blocks, threads) for rows of `cols` floats (threads None: the fewest that hold the slice).
+    Between measured widths: the layout of the next measured width up (it holds this row; a narrower width's
+    may not fit). Below the narrowest: portable_slices. Past the widest (unmeasured): its 16 blocks, threads
+    growing as the row does."""
+    for width, slices, threads in MEASURED_LAYOUTS:
+        if cols <= width:
+            return (portable_slices(cols), None) if width == MEASURED_LAYOUTS[0][0] and cols < width \
+                else (slices, threads)
+    return MEASURED_LAYOUTS[-1][1], None
+
+
 def cluster_shape(cols: int, slices: int | None = None, threads: int | None = None) -> ClusterShape | None:
-    """The layout for rows of `cols` floats (None: it does not fit). Default: slices of about SLICE_FLOATS
-    (k a power of two, at most 8, the portable cluster), bigger blocks past 8 slices. `slices` / `threads`
-    force a layout (the benchmark compares)."""
+    """The layout for rows of `cols` floats (None: it does not fit). Default: default_layout (the measured best;
+    a row just under a measured width that does not start 16-byte aligned needs one vector more than the measured
+    block holds: then the fewest threads that hold it). `slices` / `threads` force a layout (the benchmark
+    compares)."""
     if slices is None:
-        slices = min(8, sm._pow2(-(-cols // SLICE_FLOATS)))
+        slices, measured = default_layout(cols)
+        if threads is None and measured is not None:
+            return _fit(cols, slices, measured) or _fit(cols, slices, None)
+    return _fit(cols, slices, threads)
+
+
+def _fit(cols: int, slices: int, threads: int | None) -> ClusterShape | None:
     if not 1 <= slices <= MAX_CLUSTER:
         return None
     per_slice = -(-sp._row_vectors(cols) // slices)
@@ -77,8 +109,9 @@ def cluster_variant_refusal(cols: int) -> str | None:
     if (why := cluster_refusal()) is not None:
         return f"{why}; use the `split` variant (blocks exchanging through global memory)"
     if cluster_shape(cols) is None:
-        most = 8 * sm.MAX_THREADS * sp.SLICE_CHUNKS * sm.CHUNK
-        return (f"a row of {cols} floats does not fit in the registers of a cluster of 8 blocks (at most {most}); "
+        most = MAX_CLUSTER * sm.MAX_THREADS * sp.SLICE_CHUNKS * sm.CHUNK
+        return (f"a row of {cols} floats does not fit in the registers of a cluster of {MAX_CLUSTER} blocks "
+                f"(at most {most}); "
                 f"use the `online` variant, which streams the row twice")
     return None
 
@@ -163,7 +196,7 @@ def bind_cluster(inputs, outputs, stream=0, *, shape: ClusterShape | None = None
 
 
 sm.WORKLOAD.add(Variant("cluster", "fused", "1 kernel, each row split across a thread-block cluster of k blocks "
-                                            f"(k from the width: slices of about {SLICE_FLOATS} floats, k <= 8), "
+                                            "(k and the block from the width: the best layout measured on an H200), "
                                             "each slice in registers; the blocks swap (max, sum) through "
                                             "distributed shared memory and one cluster barrier (cc >= 9.0)",
                         plan_cluster_for, bind_cluster, lambda size: cluster_variant_refusal(size.cols)))

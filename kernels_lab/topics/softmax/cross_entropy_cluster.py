@@ -35,9 +35,9 @@ from . import split as sp
 
 
 def ce_cluster_shape(cols: int) -> sp.SplitShape:
-    """k blocks per row as softmax's cluster (at most 8), each streaming its slice as cross_entropy's blocks."""
-    found = cl.cluster_shape(cols)
-    return sp.SplitShape(found.slices if found is not None else 8, sp.SLICE_THREADS, ce.STREAM)
+    """k blocks per row by softmax's portable rule (at most 8: its layouts were not measured apart), each streaming
+    its slice as cross_entropy's blocks."""
+    return sp.SplitShape(cl.portable_slices(cols), sp.SLICE_THREADS, ce.STREAM)
 
 
 def ce_cluster_refusal(cols: int) -> str | None:
@@ -104,6 +104,6 @@ def bind_ce_cluster(inputs, outputs, stream=0):
 
 
 ce.WORKLOAD.add(Variant("cluster", "fused", "1 kernel, each row streamed by a thread-block cluster of k blocks "
-                                            "(k as softmax's cluster); the pairs meet in block 0's shared memory "
+                                            "(k by softmax's portable rule); the pairs meet in block 0's shared memory "
                                             "(DSMEM) at one cluster barrier: no atomics, no counters (cc >= 9.0)",
                         plan_ce_cluster, bind_ce_cluster, lambda size: ce_cluster_refusal(size.cols)))
