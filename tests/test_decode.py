@@ -129,6 +129,25 @@ def test_the_double_buffered_megakernel_matches_float64_at_any_look_ahead(rng, p
     np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-4, atol=2e-5)
 
 
+@pytest.mark.skipif(ON_GPU, reason="the simulator's serial blocks")
+def test_the_registered_megakernel_db_p0_is_the_double_buffered_layout_without_look_ahead(rng):
+    # the hidden-4096 sweep's fastest layout, by the name the decode study gives it: its plan asks L2 for no tile
+    # beyond the two a block holds, and it matches float64 at an odd size (twice: the counters reset)
+    variant = W.variant("megakernel_db_p0")
+    assert decode.DB_P0_MEGA == decode.Mega(double_buffered=True, prefetch=0)
+    size = W.size(hidden=13, layers=3, batch=2)
+    inputs = W.make_inputs(size, rng)
+    out = poisoned(W.output_specs(size))
+    launch = variant.bind(to_device(inputs), out)
+    assert isinstance(launch, decode.MegakernelLaunch) and launch.tiles_held == (2, 0)
+    for _ in range(2):
+        launch()
+        np.testing.assert_allclose(out["out"].copy_to_host(), W.reference(inputs)["out"], rtol=1e-4, atol=2e-5)
+    assert launch.timed_out_waiting_for() is None and (launch.counters.copy_to_host() == 0).all()
+    looking_ahead = decode.plan_megakernel(size, decode.DB_MEGA).launches[0]
+    assert variant.plan(size).launches[0].bytes_read < looking_ahead.bytes_read  # fewer table words read ahead
+
+
 @pytest.mark.skipif(not ON_SIMULATOR, reason="GPU-shaped rows on the simulator")
 def test_the_double_buffered_megakernel_with_gpu_shaped_rows(rng):
     # two warps per row (shuffles, then shared memory), 16-byte loads past the row's end, an odd tile count

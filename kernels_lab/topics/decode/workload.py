@@ -26,6 +26,8 @@ kernel boundary between layers is paid on top of it. The variants, in reading or
     megakernel_db 1           the megakernel with two tiles in flight per block: the next tile's weights load
                               into a second register buffer while this one waits and computes; a block polls
                               once per layer and counts its run of tiles of a layer with one release add
+    megakernel_db_p0 1        megakernel_db asking L2 for no tile beyond its two (the fastest layout of the
+                              hidden-4096 sweep on the H200: figures/data/decode_megakernel_h200.json)
 
 The kernels are in kernels.py. Accuracy: W has entries of deviation 1.35 / sqrt(hidden) and b
 is uniform(-0.5, 0.5), so activations stay O(1) through 16 layers (rms ~0.3, max ~1.7 at hidden 4096;
@@ -274,6 +276,7 @@ class Mega:
 
 EXERCISE_MEGA = Mega()                       # the registered megakernel: lesson 07's protocol plugs in
 DB_MEGA = Mega(double_buffered=True)          # megakernel_db
+DB_P0_MEGA = Mega(double_buffered=True, prefetch=0)  # megakernel_db_p0: its two tiles, no L2 look-ahead
 MARKED_MEGA = Mega(double_buffered=True, marked=True)  # megakernel_marked
 
 
@@ -453,6 +456,9 @@ WORKLOAD.add(megakernel_variant(
     "megakernel_db", DB_MEGA, "megakernel with two tiles in flight per block (the next tile's weights load into "
     "a second register buffer while this one waits and computes); one poll per layer per block, one release add "
     "per run of a block's tiles of a layer"))
+WORKLOAD.add(megakernel_variant(
+    "megakernel_db_p0", DB_P0_MEGA, "megakernel_db asking L2 for no tile beyond its two (its two register tiles "
+    "are the only weights a block has in flight)"))
 WORKLOAD.add(megakernel_variant(
     "megakernel_marked", MARKED_MEGA, "megakernel_db with data and flag in one word: each activation stored with "
     "the launch's epoch in one 64-bit exchange; a block stages x_l in shared memory, polling the words themselves: "
