@@ -20,11 +20,12 @@ from typing import Any, Sequence
 
 from ...profile import plots
 
-ORDER = ("unfused", "fused", "graph", "graph_pdl", "persistent", "megakernel", "megakernel_db",
-         "torch_eager", "torch_graph", "torch_compile")
+ORDER = ("unfused", "fused", "graph", "graph_pdl", "persistent", "megakernel", "megakernel_db", "megakernel_db_p0",
+         "megakernel_marked", "torch_eager", "torch_graph", "torch_compile")
 STYLE = {"unfused": ("#d62728", "-", "o"), "fused": ("#1f77b4", "-", "o"), "graph": ("#9467bd", "-", "o"),
          "graph_pdl": ("#ff7f0e", "-", "D"), "persistent": ("#2ca02c", "-", "s"), "megakernel": ("#17becf", "-", "*"),
-         "megakernel_db": ("#e377c2", "-", "P"),
+         "megakernel_db": ("#e377c2", "-", "P"), "megakernel_db_p0": ("#bcbd22", "-", "X"),
+         "megakernel_marked": ("#393b79", "-", "h"),
          "torch_eager": ("#7f7f7f", "--", "^"), "torch_graph": ("#000000", "--", "^"),
          "torch_compile": ("#8c564b", "--", "v")}
 
@@ -57,20 +58,23 @@ def in_l2(record: dict[str, Any], meta: dict[str, Any]) -> bool:
 
 def table(doc: dict[str, Any]) -> str:
     """us per pass (steady state, median) of every variant and anchor at every size, with the DRAM floor
-    where the weights exceed L2."""
+    where the weights exceed L2: a block of columns per hidden, so that it fits a page."""
     recs = _timed(doc["records"], versions=True)
     if not recs:
         return "(nothing timed)"
     configs = sorted({(r["size"]["hidden"], r["size"]["layers"], r["size"]["batch"]) for r in recs})
-    lines = ["us per pass, steady state (median); columns: hidden / layers / batch",
-             f"  {'variant':<19}" + "".join(f"{f'{h}/{l}/{b}':>11}" for h, l, b in configs)]
-    for name in _names(recs):
-        at = {c: _at(recs, *c).get(name) for c in configs}
-        lines.append(f"  {name:<19}" + "".join(f"{at[c]['us_per_pass']:>11.1f}" if at[c] else f"{'-':>11}"
-                                              for c in configs))
-    first = {c: next(iter(_at(recs, *c).values())) for c in configs}
-    lines.append(f"  {'DRAM floor':<19}" + "".join(
-        f"{'in L2':>11}" if in_l2(first[c], doc["meta"]) else f"{first[c]['floor_us']:>11.1f}" for c in configs))
+    lines = ["us per pass, steady state (median); columns: layers / batch"]
+    for hidden in sorted({h for h, _, _ in configs}):
+        cols = [c for c in configs if c[0] == hidden]
+        here = [r for r in recs if r["size"]["hidden"] == hidden]
+        lines += ["", f"  {f'hidden {hidden}':<19}" + "".join(f"{f'{l}/{b}':>9}" for _, l, b in cols)]
+        for name in _names(here):
+            at = {c: _at(here, *c).get(name) for c in cols}
+            lines.append(f"  {name:<19}" + "".join(f"{at[c]['us_per_pass']:>9.1f}" if at[c] else f"{'-':>9}"
+                                                  for c in cols))
+        first = {c: next(iter(_at(here, *c).values())) for c in cols}
+        lines.append(f"  {'DRAM floor':<19}" + "".join(
+            f"{'in L2':>9}" if in_l2(first[c], doc["meta"]) else f"{first[c]['floor_us']:>9.1f}" for c in cols))
     return "\n".join(lines)
 
 
