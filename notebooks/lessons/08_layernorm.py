@@ -18,6 +18,7 @@ from kernels_lab import lessons, get_workload
 from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.instrument.launch_hook import count_launches
 from kernels_lab.profile.measure import trace_if_simulated
+from kernels_lab.runtime import cuda
 print(lessons.setup())
 
 # %% [markdown]
@@ -52,6 +53,46 @@ two_pass = ((row - mean) ** 2).mean(dtype=np.float32)
 print(f"float64 variance      {exact:.6f}")
 print(f"E[x^2] - mean^2 (f32) {one_pass:.6f}   relative error {abs(one_pass - exact) / exact:.1e}")
 print(f"mean of (x - mean)^2  {two_pass:.6f}   relative error {abs(two_pass - exact) / exact:.1e}")
+
+# %% [markdown]
+# ### Exercise: merge two partial statistics (Welford and Chan)
+# Two passes over a row in registers are free; a row that is streamed, or split across warps and blocks,
+# needs the variance in ONE pass, without E[x^2] - mean^2. Keep, for any part of the row, a partial
+# (n, mean, M2): its count, its mean and the sum of its squared deviations from that mean. Two partials
+# merge as (Chan, Golub and LeVeque, 1979)
+#
+#     n = na + nb,   delta = mb - ma,   mean = ma + delta * nb / n,   M2 = Ma + Mb + delta^2 * na * nb / n
+#
+# and one element x is the partial (1, x, 0): the same rule folds elements in and merges lanes, as lesson
+# 04's (m, d) pair did for softmax. Nothing here is a sum of squares, so nothing cancels far from 0.
+#
+# Write the device function `combine(na, ma, qa, nb, mb, qb)` (float32 in, float32 out) returning the
+# merged (n, mean, m2). The check runs it on chosen pairs of partials (unequal counts, an empty one, two
+# empty ones, two near 10000) and inside a one-pass layernorm (`kernels_lab/topics/layernorm/welford.py`:
+# a warp per row, each lane folds its elements in, five butterfly shuffles merge the lanes). A row of 13
+# columns leaves lanes 13 to 31 empty: two empty partials must merge to an empty one.
+
+# %% tags=["stub"]
+@cuda.jit(device=True)
+def combine(na, ma, qa, nb, mb, qb):
+    # YOUR CODE: the merged (n, mean, m2) of two partials (count, mean, M2)
+    return na, ma, qa
+
+
+# %% tags=["exercise"]
+# EXERCISE: welford_combine
+@cuda.jit(device=True)
+def combine(na, ma, qa, nb, mb, qb):
+    n = na + nb
+    if n == 0:  # two empty partials (lanes past a short row): nothing to divide by
+        return n, ma, qa
+    delta = mb - ma
+    wb = nb / n
+    return n, ma + delta * wb, qa + qb + delta * delta * na * wb
+
+
+# %%
+print(lessons.check("welford_combine", globals().get("combine")))
 
 # %% [markdown]
 # The fused kernel has the whole row in registers, so the second pass over it costs no memory at all.

@@ -347,3 +347,5 @@ WORKLOAD.add(Variant("persistent", "persistent", "the fused kernel on a grid of 
                                                  "over rows: gamma and beta loaded once per warp of the grid",
                      _plan_fused(True), functools.partial(bind_fused, persistent=True),
                      lambda size: fused_refusal(size.cols)))
+
+from . import exercise  # noqa: E402,F401  (lesson 08's exercise: it merges partials with this workload's reference)

@@ -1,0 +1,228 @@
+"""Lesson 08's graded exercise, `welford_combine`: the student writes the device function that merges two
+partial statistics (count, mean, M2); the judge (COMBINE_JUDGE, an exercise of kind "data") runs it on pairs
+of partials chosen so that each wrong rule shows in its own check, and inside the one-pass layernorm
+(welford.welford_layernorm) against float64.
+
+    check                                   probes                                   the bug it catches
+    means weighted by counts                unequal counts; one partial empty        averaged means, swapped weights
+    M2 gains the spread between the means   the same                                 no delta^2 na nb / n, wrong weight
+    two empty partials                      (0, 0, 0) with (0, 0, 0)                 a division by n = 0
+    precise far from 0                      equal counts and means near 1e4          sums of squares (they cancel)
+    layernorm with your combine             whole rows, short rows (empty lanes),    every one of them, in use
+                                            rows around 1e4 with spread 1
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...core import Case, Exercise
+from .welford import layernorm_with, merge_pairs
+from .workload import WORKLOAD
+
+WEIGHTS = "means weighted by counts"
+SPREAD = "M2 gains the spread between the means"
+EMPTY = "two empty partials"
+FAR = "precise far from 0"
+ROWS = "layernorm with your combine"
+
+FAR_MEAN = 1e4          # rows and partials far from 0: what sums of squares cannot survive in float32
+FAR_ATOL = 5e-3         # a float32 x near 1e4 is known to ~1e-3: no merge does better on out = (x - mean) * rstd
+SHORT_COLS = 13         # fewer than 16 columns: lanes 13..31 are empty, and the butterfly merges two empty ones
+
+
+def pairs(seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The partials merged on their own, (a, b) per group, float32 (k, 3) arrays of (count, mean, M2)."""
+    rng = np.random.default_rng(seed)
+    k = 6
+    na = rng.integers(1, 20, k)
+    nb = na + rng.integers(3, 20, k)  # never equal: a rule that ignores or swaps the counts shows
+    swap = np.arange(k) % 2 == 1      # the larger partial on either side
+    na, nb = np.where(swap, nb, na), np.where(swap, na, nb)
+    ma, mb = rng.uniform(-3, -0.5, k), rng.uniform(0.5, 3, k)  # always apart: the spread between them counts
+    partial = lambda n, m: np.stack([n, m, (n - 1) * rng.uniform(0.5, 2.0, k)], axis=1)  # noqa: E731
+    a, b = partial(na, ma), partial(nb, mb)
+    empty = np.zeros((1, 3))
+    far_n = np.array([[64.0], [200.0]])
+    far_m = np.float32(FAR_MEAN + rng.uniform(0.1, 0.9))
+    far_a = np.hstack([far_n, [[far_m], [far_m]], rng.uniform(40, 260, (2, 1))])
+    far_b = np.hstack([far_n, [[far_m], [far_m]], rng.uniform(40, 260, (2, 1))])
+    f32 = lambda v: np.asarray(v, np.float32)  # noqa: E731
+    return {"unequal": (f32(np.vstack([a, a[:1], empty])), f32(np.vstack([b, empty, b[:1]]))),
+            "empty": (f32(empty), f32(empty)), "far": (f32(far_a), f32(far_b))}
+
+
+def merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The float64 merge of each pair (an empty pair merges to (0, 0, 0))."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    n = a[:, 0] + b[:, 0]
+    safe = np.where(n > 0, n, 1)
+    delta = b[:, 1] - a[:, 1]
+    return np.stack([n, a[:, 1] + delta * b[:, 0] / safe, a[:, 2] + b[:, 2] + delta ** 2 * a[:, 0] * b[:, 0] / safe], 1)
+
+
+def row_sets(size: Any, seed: int) -> list[tuple[str, dict[str, np.ndarray], float]]:
+    """(what, the workload's inputs, the absolute tolerance) for each set of rows layernorm runs on."""
+    rng = np.random.default_rng(seed)
+    far = WORKLOAD.make_inputs(WORKLOAD.size(rows=2, cols=40), rng)
+    far["x"] = (FAR_MEAN + rng.standard_normal(far["x"].shape)).astype(np.float32)
+    return [(f"{size.rows} x {size.cols} rows", WORKLOAD.make_inputs(size, rng), WORKLOAD.tolerance.atol),
+            (f"2 x {SHORT_COLS} rows (lanes {SHORT_COLS} to 31 hold no element)",
+             WORKLOAD.make_inputs(WORKLOAD.size(rows=2, cols=SHORT_COLS), rng), WORKLOAD.tolerance.atol),
+            (f"2 x 40 rows around {FAR_MEAN:g} with spread 1", far, FAR_ATOL)]
+
+
+def _call(a: np.ndarray, b: np.ndarray, i: int) -> str:
+    show = lambda p: f"({p[0]:g}, {p[1]:.6g}, {p[2]:.6g})"  # noqa: E731
+    return f"combine{show(a[i])[:-1]}, {show(b[i])[1:]}"
+
+
+def _nan(got: np.ndarray) -> bool:
+    return not np.all(np.isfinite(got))
+
+
+def _attempt(run: Any, *args: Any) -> Any:
+    """run(*args) as a plain list, or {"error": what it raised} (the simulator raises where a GPU gives NaN:
+    math.sqrt of a negative variance)."""
+    try:
+        return run(*args).tolist()
+    except Exception as e:  # noqa: BLE001  (a student's function: its failure is a graded outcome)
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
+def _raised(got: Any) -> tuple[bool, str] | None:
+    return (False, f"merging the partials with your combine raised {got['error']}") if isinstance(got, dict) else None
+
+
+DIVIDED_BY_ZERO = "NaN or inf: a division by a count of 0 (guard n == 0: an empty partial changes nothing)"
+
+
+class CombineJudge:
+    """Grades welford_combine (grading/grade.py, kind "data") and lessons.check.
+
+      call(entry)            the entry is the student's @cuda.jit(device=True) combine
+      job(case)              the seed of the partials and rows, the rows' size
+      run(value, job)        (child / notebook) every pair merged on the device, and layernorm with it
+      score(case, job, got)  (parent) [(check, ok, message)], each check on its own probes (module docstring)
+    """
+
+    checks = (WEIGHTS, SPREAD, EMPTY, FAR, ROWS)
+
+    def call(self, entry: Any) -> Any:
+        if not getattr(entry, "_device", False) and not getattr(entry, "targetoptions", {}).get("device"):
+            raise TypeError(f"combine must be a @cuda.jit(device=True) function, got {type(entry).__name__}: "
+                            f"define combine(na, ma, qa, nb, mb, qb) -> (n, mean, m2)")
+        return entry
+
+    def job(self, case: Case) -> dict[str, Any]:
+        return {"seed": case.seed, "rows": case.size.rows, "cols": case.size.cols,
+                "about": f"merges of chosen partials, and layernorm with your combine at {case.size}"}
+
+    def run(self, value: Any, job: dict[str, Any]) -> dict[str, Any]:
+        ran: dict[str, Any] = {"pairs": {}, "rows": []}
+        for name, (a, b) in pairs(job["seed"]).items():  # each run on its own: one that raises costs its checks only
+            ran["pairs"][name] = _attempt(merge_pairs, value, a, b)
+        for _, inputs, _ in row_sets(WORKLOAD.size(rows=job["rows"], cols=job["cols"]), job["seed"]):
+            ran["rows"].append(_attempt(layernorm_with, value, inputs["x"], inputs["gamma"], inputs["beta"]))
+        return ran
+
+    def score(self, case: Case, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
+        """got: the case's grading.records.Run (value, ran, run_error)."""
+        if got.run_error is not None or not isinstance(got.ran, dict):
+            why = (f"{job['about']}: {got.run_error.type}: {got.run_error.message[:400]}" if got.run_error else
+                   f"{job['about']}: the run returned nothing")
+            return [(c, False, why) for c in self.checks]
+        probes, found = pairs(job["seed"]), got.ran["pairs"]
+        marks = {WEIGHTS: _raised(found["unequal"]) or self._weights(*probes["unequal"], found["unequal"]),
+                 SPREAD: _raised(found["unequal"]) or self._spread(*probes["unequal"], found["unequal"]),
+                 EMPTY: _raised(found["empty"]) or self._empty(found["empty"]),
+                 FAR: _raised(found["far"]) or self._far(*probes["far"], found["far"]),
+                 ROWS: self._rows(case, job, got.ran["rows"])}
+        return [(c, *marks[c]) for c in self.checks]
+
+    @staticmethod
+    def _weights(a: np.ndarray, b: np.ndarray, got: Any) -> tuple[bool, str]:
+        want, got = merged(a, b), np.asarray(got, np.float64)
+        for i in range(len(a)):
+            call = _call(a, b, i)
+            if _nan(got[i, :2]):
+                return False, f"{call} gave count {got[i, 0]:g}, mean {got[i, 1]:g}: {DIVIDED_BY_ZERO}"
+            if abs(got[i, 0] - want[i, 0]) > 1e-3:
+                return False, f"{call} gave count {got[i, 0]:g}: the union of the two has na + nb = {want[i, 0]:g}"
+            if abs(got[i, 1] - want[i, 1]) > 1e-5 + 1e-5 * abs(want[i, 1]):
+                (na, ma, _), (nb, mb, _) = a[i].astype(np.float64), b[i].astype(np.float64)
+                why = ("the plain average of the two means: a partial of many elements must weigh more than one of few"
+                       if abs(got[i, 1] - (ma + mb) / 2) < 1e-4 else
+                       "each mean weighed by the OTHER partial's count (a and b swapped in the weight)"
+                       if abs(got[i, 1] - (nb * ma + na * mb) / (na + nb)) < 1e-4 else "not the union's mean")
+                return False, (f"{call} gave mean {got[i, 1]:.6g}, want {want[i, 1]:.6g}: {why}; "
+                               f"mean = ma + (mb - ma) * nb / n")
+        return True, f"count and mean right in all {len(a)} merges (unequal counts, one partial empty)"
+
+    @staticmethod
+    def _spread(a: np.ndarray, b: np.ndarray, got: Any) -> tuple[bool, str]:
+        want, got = merged(a, b), np.asarray(got, np.float64)
+        for i in range(len(a)):
+            call = _call(a, b, i)
+            if _nan(got[i, 2:]):
+                return False, f"{call} gave M2 {got[i, 2]:g}: {DIVIDED_BY_ZERO}"
+            if abs(got[i, 2] - want[i, 2]) > 1e-4 + 1e-4 * abs(want[i, 2]):
+                why = ("Ma + Mb alone: each M2 is measured from its own mean, and the two means differ"
+                       if abs(got[i, 2] - (a[i, 2] + b[i, 2])) < 1e-3 * abs(want[i, 2]) else "not the union's M2")
+                return False, (f"{call} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g}: {why}; "
+                               f"M2 = Ma + Mb + (mb - ma)^2 * na * nb / n")
+        return True, f"M2 right in all {len(a)} merges (unequal counts, one partial empty)"
+
+    @staticmethod
+    def _empty(got: Any) -> tuple[bool, str]:
+        got = np.asarray(got, np.float64)
+        n, mean, m2 = got[0]
+        if _nan(got[0]):
+            return False, f"combine(0, 0, 0, 0, 0, 0) gave ({n:g}, {mean:g}, {m2:g}): {DIVIDED_BY_ZERO}"
+        if n != 0 or m2 != 0:
+            return False, f"combine(0, 0, 0, 0, 0, 0) gave ({n:g}, {mean:g}, {m2:g}): two empty partials merge to an " \
+                          f"empty one, count 0 and M2 0"
+        return True, f"two empty partials merged to an empty one ({n:g}, {mean:g}, {m2:g})"
+
+    @staticmethod
+    def _far(a: np.ndarray, b: np.ndarray, got: Any) -> tuple[bool, str]:
+        want, got = merged(a, b), np.asarray(got, np.float64)
+        for i in range(len(a)):
+            if not abs(got[i, 2] - want[i, 2]) <= 1e-3 * abs(want[i, 2]):
+                return False, (f"{_call(a, b, i)} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g} (the two means are "
+                               f"equal: M2 = Ma + Mb): near {FAR_MEAN:g} a sum of squares (M2 + n mean^2) is ~1e10 "
+                               f"and float32 keeps 7 digits, so M2 cancels away; merge deviations from the means "
+                               f"(delta = mb - ma), never sums of squares")
+        return True, f"M2 right in {len(a)} merges of partials near {FAR_MEAN:g}"
+
+    @staticmethod
+    def _rows(case: Case, job: dict[str, Any], rows: list[Any]) -> tuple[bool, str]:
+        from ...checks import compare
+        from ...core import Tolerance
+        done = []
+        for (what, inputs, atol), out in zip(row_sets(case.size, job["seed"]), rows):
+            if isinstance(out, dict):
+                return False, f"{what}: layernorm with your combine raised {out['error']}"
+            want = WORKLOAD.reference(inputs)["out"]
+            _, bad = compare("out", np.asarray(out, np.float32), want, Tolerance(WORKLOAD.tolerance.rtol, atol))
+            if bad is not None:
+                return False, (f"{what}: {bad.bad} elements wrong, first out{list(bad.index)}: expected "
+                               f"{bad.expected:.6g}, got {bad.got:.6g} (each lane folds its elements in as "
+                               f"(1, x, 0) and the lanes merge in a butterfly: the checks above say which rule)")
+            done.append(what)
+        return True, f"every element right against float64: {'; '.join(done)}"
+
+
+COMBINE_JUDGE = CombineJudge()
+
+WORKLOAD.add_exercise(Exercise(
+    name="welford_combine", workload="layernorm", variant="fused", lesson="08",
+    title="merge two partial statistics (count, mean, M2): Welford's rule, the sequel to lesson 04's (m, d)",
+    kind="data", entry="combine",
+    signature="@cuda.jit(device=True)\ndef combine(na, ma, qa, nb, mb, qb):  # float32 partials (count, mean, M2) "
+              "-> (n, mean, m2) of their union",
+    cases=(Case(WORKLOAD.size(rows=3, cols=67), 81), Case(WORKLOAD.size(rows=2, cols=45), 82, hidden=True)),
+    argument_order=("combine",), judge="kernels_lab.topics.layernorm.exercise:COMBINE_JUDGE",
+    points={WEIGHTS: 1.5, SPREAD: 1.5, EMPTY: 1, FAR: 1, ROWS: 2}))

@@ -1,0 +1,145 @@
+"""welford_combine (lesson 08): the merge of two partials (count, mean, M2), graded on the simulator. Correct styles
+earn every point; each bug class, made from the lesson's own solution by a named mutation, loses exactly its
+check and the layernorm that uses it, with words that name its problem and no word of another's. In the
+notebook's process (lessons.judged: the grader's judge on the public case, ~1 s each); one grade through the
+grader's child (the hidden case too) for the solution and for one bug."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels_lab import lessons
+from kernels_lab.grading.exercises import get_exercise
+from kernels_lab.grading.grade import grade
+from kernels_lab.runtime import ON_SIMULATOR, cuda
+from kernels_lab.topics.layernorm import exercise as lx
+
+pytestmark = pytest.mark.skipif(not ON_SIMULATOR, reason="simulator grades")
+
+EX = get_exercise("welford_combine")
+FULL = dict(EX.points)
+SOLUTION = lessons.solution_source("welford_combine")
+RETURN = "return n, ma + delta * wb, qa + qb + delta * delta * na * wb"
+GUARD = "    if n == 0:  # two empty partials (lanes past a short row): nothing to divide by\n        return n, ma, qa\n"
+
+# name: (what is replaced in the solution, by what)
+MUTATIONS = {
+    "averaged_means": ("ma + delta * wb,", "(ma + mb) / 2,"),
+    "swapped_mean_weight": ("ma + delta * wb,", "ma + delta * na / n,"),
+    "no_spread_term": ("qa + qb + delta * delta * na * wb", "qa + qb"),
+    "spread_not_divided": ("delta * delta * na * wb", "delta * delta * na * nb"),
+    "no_zero_guard": (GUARD, ""),
+    "sums_of_squares": (RETURN, "s = na * ma + nb * mb\n    return n, s / n, (qa + na * ma * ma) + (qb + nb * mb * mb) - s * s / n"),
+}
+
+# (mutation, the checks it loses, a phrase its feedback must hold)
+BUGS = [
+    ("averaged_means", {lx.WEIGHTS, lx.ROWS}, "the plain average of the two means"),
+    ("swapped_mean_weight", {lx.WEIGHTS, lx.ROWS}, "weighed by the OTHER partial's count"),
+    ("no_spread_term", {lx.SPREAD, lx.ROWS}, "Ma + Mb alone"),
+    ("spread_not_divided", {lx.SPREAD, lx.ROWS}, "M2 = Ma + Mb + (mb - ma)^2 * na * nb / n"),
+    ("no_zero_guard", {lx.EMPTY, lx.ROWS}, "a division by a count of 0"),
+    ("sums_of_squares", {lx.FAR, lx.ROWS}, "M2 cancels away"),
+]
+# words that belong to one bug only: no other submission's feedback may say them
+OWN_WORDS = {"a division by a count of 0": "no_zero_guard", "cancels away": "sums_of_squares",
+             "plain average": "averaged_means", "OTHER partial's count": "swapped_mean_weight",
+             "Ma + Mb alone": "no_spread_term"}
+
+STYLES = {  # other correct ways to write it
+    "weighted_sums": """
+@cuda.jit(device=True)
+def combine(na, ma, qa, nb, mb, qb):
+    n = na + nb
+    safe = max(n, np.float32(1))
+    delta = mb - ma
+    return n, (na * ma + nb * mb) / safe, qa + qb + delta * delta * (na * nb / safe)
+""",
+    "branch_on_empty": """
+@cuda.jit(device=True)
+def combine(na, ma, qa, nb, mb, qb):
+    if nb == 0:
+        return na, ma, qa
+    if na == 0:
+        return nb, mb, qb
+    n = na + nb
+    delta = mb - ma
+    mean = ma + delta * (nb / n)
+    return n, mean, qa + qb + delta * (mb - mean) * nb
+""",
+    "reciprocal": """
+@cuda.jit(device=True)
+def combine(na, ma, qa, nb, mb, qb):
+    n = na + nb
+    inv = np.float32(1) / n if n > 0 else np.float32(0)
+    delta = mb - ma
+    return n, ma + delta * nb * inv, qa + qb + delta * delta * na * nb * inv
+""",
+}
+
+
+def mutated(name: str) -> str:
+    old, new = MUTATIONS[name]
+    assert SOLUTION.count(old) == 1, f"mutation {name}: {old!r} is not once in the lesson's solution"
+    return SOLUTION.replace(old, new)
+
+
+def judged(source: str):
+    space = {"cuda": cuda, "np": np}
+    exec(compile(source, "<submission>", "exec"), space)
+    result = lessons.judged("welford_combine", space["combine"])
+    return {t.name: t for t in result.tests}
+
+
+def test_the_lessons_solution_earns_every_point():
+    tests = judged(SOLUTION)
+    assert {n: t.score for n, t in tests.items()} == FULL, {n: t.output for n, t in tests.items()}
+
+
+@pytest.mark.parametrize("style", list(STYLES))
+def test_other_correct_styles_earn_every_point(style):
+    tests = judged(STYLES[style])
+    assert {n: t.score for n, t in tests.items()} == FULL, {n: t.output for n, t in tests.items()}
+
+
+@pytest.mark.parametrize("name,loses,says", BUGS, ids=[b[0] for b in BUGS])
+def test_each_bug_loses_exactly_its_checks(name, loses, says):
+    tests = judged(mutated(name))
+    assert {n: t.score for n, t in tests.items()} == {n: 0 if n in loses else p for n, p in FULL.items()}, \
+        {n: t.output for n, t in tests.items()}
+    failed = "\n".join(tests[n].output for n in loses)
+    assert says in failed
+    everything = "\n".join(t.output for t in tests.values())
+    assert not [w for w, owner in OWN_WORDS.items() if owner != name and w in everything]
+
+
+def test_the_stub_fails_its_check():
+    stub = next(c.stub for c in lessons.read_lesson(lessons.SOURCES / "08_layernorm.py") if c.exercise == EX.name)
+    space = {"cuda": cuda, "np": np}
+    exec(compile(stub, "<stub>", "exec"), space)
+    with pytest.raises(AssertionError, match="means weighted by counts"):
+        lessons.check("welford_combine", space["combine"])
+
+
+def test_a_kernel_instead_of_a_device_function_is_refused_with_its_reason():
+    tests = judged(SOLUTION.replace("@cuda.jit(device=True)", "@cuda.jit"))
+    assert all(t.score == 0 for t in tests.values())
+    assert "must be a @cuda.jit(device=True) function" in tests[lx.WEIGHTS].output
+
+
+def test_the_probes_catch_what_they_claim():
+    """The far pairs are far and equal-meaned (only a sum of squares fails them), the unequal pairs unequal."""
+    probes = lx.pairs(81)
+    a, b = probes["far"]
+    assert (a[:, 1] == b[:, 1]).all() and (a[:, 1] > 9000).all() and (a[:, 0] == b[:, 0]).all()
+    a, b = probes["unequal"]
+    both = (a[:, 0] > 0) & (b[:, 0] > 0)
+    assert (a[both, 0] != b[both, 0]).all() and (a[both, 1] != b[both, 1]).all() and (~both).sum() == 2
+    assert (a[:, 0] > b[:, 0]).any() and (a[:, 0] < b[:, 0]).any()
+
+
+@pytest.mark.parametrize("name,score", [(None, 7.0), ("no_zero_guard", 4.0)])
+def test_the_grader_gives_the_same_points_in_its_child(name, score):
+    g = grade(EX, SOLUTION if name is None else mutated(name), timeout_s=120)
+    assert g.outcome == "graded" and g.score == score == sum(FULL.values()) - (3 if name else 0), g.summary
