@@ -1,6 +1,7 @@
-"""What the decode benchmark's results draw and print (kernels_lab/topics/decode/bench.py, record kind
-decode): `kernels-lab plot RESULTS.json` and benchmarks/render_figures.py find the figures in FIGURES; the
-demo and the benchmark print `table`, the benchmark `deficit_table` and `targets` too.
+"""What decode's results draw and print: a study's records (`kernels-lab bench decode`, study.py) and the
+committed files' older kind decode alike (as_drawn). `kernels-lab plot RESULTS.json` and
+benchmarks/render_figures.py find the figures in FIGURES; the demo prints `table`; `deficit_table` and `targets`
+read a run against the issue's aims.
 
 The DRAM floor (weight bytes at the copy ceiling) binds only where a pass's weights exceed L2: where they fit
 (hidden 1024, 8 layers: 32 MB in the H200's 60 MiB), back-to-back passes read them from L2, and the figures
@@ -8,7 +9,7 @@ draw no DRAM floor there.
 
   STEM_us_per_pass.png  us per pass of every variant and anchor against the weight bytes one pass streams,
                         with the DRAM floor those bytes set at the copy ceiling of the same run (a panel per batch)
-  STEM_batch1.png       batch 1, 8 layers: the time per pass in steady state beside one pass with its launch
+  STEM_batch1.png       batch 1, 8 layers: the time per pass in steady state beside one pass alone
   STEM_timeline.png     the megakernel's own timeline (%globaltimer stamps), when the run kept one
 """
 
@@ -28,6 +29,34 @@ STYLE = {"unfused": ("#d62728", "-", "o"), "fused": ("#1f77b4", "-", "o"), "grap
          "megakernel_marked": ("#393b79", "-", "h"),
          "torch_eager": ("#7f7f7f", "--", "^"), "torch_graph": ("#000000", "--", "^"),
          "torch_compile": ("#8c564b", "--", "v")}
+
+
+ONE_PASS = "one pass with its launch (median)"  # the older kind's clock: host time from the call to a synchronize
+STUDY_ONE_PASS = "one pass, cold L2 (median)"  # a study's: CUDA events around one pass after an L2 flush
+
+
+def as_drawn(doc: dict[str, Any]) -> dict[str, Any]:
+    """A results file in the shape these figures and tables read: a study's records as the older kind decode
+    ("variant" the line's name, "version" a numbered shape's, us_per_pass the steady clock, latency_us the
+    one-pass clock, of_ceiling the weights' bytes at the steady clock against the copy ceiling, floor_us those
+    bytes at the ceiling, weights_in_l2 from the run's L2), the meta naming the one-pass clock; a file of the
+    older kind unchanged."""
+    if not any(r.get("kind") == "study" for r in doc["records"]):
+        return doc
+    meta = doc["meta"]
+    ceiling, l2 = meta.get("ceiling_GBs"), meta.get("l2_bytes")
+    records = []
+    for r in (r for r in doc["records"] if r.get("kind") == "study"):
+        steady, weights = r["time_ms_steady"], r["bytes_weight"]
+        numbered = not r["registered"] and r["pattern"] != "anchor"
+        records.append({**r, "kind": "decode", "variant": r["line"], "about": r["what"],
+                        "version": r["line"].removeprefix("megakernel_") if numbered else None,
+                        "us_per_pass": steady * 1e3 if steady else None,
+                        "latency_us": r["time_ms"] * 1e3 if r["time_ms"] else None, "weight_bytes": weights,
+                        "floor_us": weights / (ceiling * 1e3) if ceiling else None,
+                        "of_ceiling": weights / (steady * 1e-3) / (ceiling * 1e9) if ceiling and steady else None,
+                        "weights_in_l2": bool(l2) and weights <= l2, "correct": r["checked"] is not False})
+    return {"meta": {**meta, "one_pass": STUDY_ONE_PASS}, "records": records}
 
 
 def _timed(records: Sequence[dict[str, Any]], versions: bool = False) -> list[dict[str, Any]]:
@@ -59,6 +88,7 @@ def in_l2(record: dict[str, Any], meta: dict[str, Any]) -> bool:
 def table(doc: dict[str, Any]) -> str:
     """us per pass (steady state, median) of every variant and anchor at every size, with the DRAM floor
     where the weights exceed L2: a block of columns per hidden, so that it fits a page."""
+    doc = as_drawn(doc)
     recs = _timed(doc["records"], versions=True)
     if not recs:
         return "(nothing timed)"
@@ -74,7 +104,7 @@ def table(doc: dict[str, Any]) -> str:
                                                   for c in cols))
         first = {c: next(iter(_at(here, *c).values())) for c in cols}
         lines.append(f"  {'DRAM floor':<19}" + "".join(
-            f"{'in L2':>9}" if in_l2(first[c], doc["meta"]) else f"{first[c]['floor_us']:>9.1f}" for c in cols))
+            f"{'in L2':>9}" if in_l2(first[c], doc["meta"]) else f"{first[c]['floor_us'] or 0:>9.1f}" for c in cols))
     return "\n".join(lines)
 
 
@@ -82,6 +112,7 @@ def deficit_table(doc: dict[str, Any], hidden: int = 4096, layers: int = 8) -> s
     """At one size, batch 1: every kernel's residency (from the compiled kernel) beside its time: blocks,
     threads, registers, blocks an SM holds, weight bytes an SM has in flight at most, and the fraction of
     the copy ceiling reached."""
+    doc = as_drawn(doc)
     recs = [r for r in _at(_timed(doc["records"], versions=True), hidden, layers, 1).values() if r.get("residency")]
     if not recs:
         return ""
@@ -166,7 +197,8 @@ def floor_figure(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: 
             pts = sorted((r["weight_bytes"] / 1e6, r["us_per_pass"]) for r in here if r["variant"] == name)
             color, line, marker = STYLE.get(name, ("gray", ":", "x"))
             ax.plot(*zip(*pts), line, color=color, marker=marker, ms=5, lw=1.2, label=name)
-        floor = sorted({(r["weight_bytes"] / 1e6, r["floor_us"]) for r in here if not in_l2(r, meta)})
+        floor = sorted({(r["weight_bytes"] / 1e6, r["floor_us"]) for r in here
+                        if not in_l2(r, meta) and r["floor_us"] is not None})
         if floor:  # only where the weights exceed L2: where they fit, passes read them from L2
             ax.plot(*zip(*floor), color="black", lw=2.5, alpha=0.25,
                     label="DRAM floor: weights at the copy ceiling (weights larger than L2)")
@@ -205,7 +237,7 @@ def batch1_figure(records: Sequence[dict[str, Any]], meta: dict[str, Any], path:
         if in_l2(first, meta):
             ax.text(0.98, 0.02, "weights fit in L2: no DRAM floor", transform=ax.transAxes, ha="right",
                     fontsize=7, color="gray")
-        else:
+        elif first["floor_us"] is not None:  # None: no copy ceiling in this run
             ax.axvline(first["floor_us"], color="black", lw=1.5, ls=":")
         ax.set_yticks(range(len(names)), names, fontsize=8)
         ax.invert_yaxis()
@@ -214,7 +246,7 @@ def batch1_figure(records: Sequence[dict[str, Any]], meta: dict[str, Any], path:
         plots.style(ax, f"hidden {hidden}, {layers} layers, batch 1")
         ax.grid(axis="x", alpha=0.3)
     fig.legend(handles=[plots.Patch(color="gray", label="steady state: us per pass (median)"),
-                                plots.Patch(color="gray", alpha=0.3, label="one pass with its launch (median)"),
+                                plots.Patch(color="gray", alpha=0.3, label=meta.get("one_pass", ONE_PASS)),
                         plots.Line2D([], [], color="black", ls=":", label="DRAM floor: weights at the copy ceiling")],
                fontsize=8, loc="lower center", ncol=3, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
@@ -249,15 +281,18 @@ def timeline_figure(records: Sequence[dict[str, Any]], meta: dict[str, Any], pat
 
 
 def figures(doc: dict[str, Any], out_dir: str | Path, stem: str = "decode") -> list[Path]:
-    """The figures a results file supports (none without timings; the timeline only with stamps)."""
+    """The figures a results file supports (none without timings; batch 1 only with 8 layers at batch 1, the
+    timeline only with stamps)."""
+    doc = as_drawn(doc)
     out_dir, records, meta = Path(out_dir), doc["records"], doc["meta"]
     if not _timed(records):
         return []
-    made = [floor_figure(records, meta, out_dir / f"{stem}_us_per_pass.png"),
-            batch1_figure(records, meta, out_dir / f"{stem}_batch1.png")]
+    made = [floor_figure(records, meta, out_dir / f"{stem}_us_per_pass.png")]
+    if any((r["size"]["layers"], r["size"]["batch"]) == (8, 1) for r in _timed(records)):
+        made.append(batch1_figure(records, meta, out_dir / f"{stem}_batch1.png"))
     if any(r.get("timeline") for r in records):
         made.append(timeline_figure(records, meta, out_dir / f"{stem}_timeline.png"))
     return made
 
 
-FIGURES = {"decode": figures}
+FIGURES = {"decode": figures, "study:decode": figures}

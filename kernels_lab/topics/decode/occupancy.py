@@ -68,3 +68,10 @@ def of_variant(name: str, launch: Any, size: Size) -> Residency | None:
     kernel = {"unfused": k.matvec, "fused": k.layer, "graph": k.layer,
               "graph_pdl": k.layer_pdl if BACKEND.runs_griddepcontrol else k.layer}.get(name)
     return None if kernel is None else residency(kernel, geo, geo.tiles, 1, 0)
+
+
+def of_mega(mega: decode.Mega, size: Size) -> Residency:
+    """The residency of a megakernel of kind and shape `mega` at `size`, once a launch of it there has run."""
+    geo = mega.geometry(size.hidden, size.batch)
+    held = (2, mega.prefetch) if mega.double_buffered else (1, 1)
+    return residency(mega.kernel(geo), geo, mega.blocks(geo, size.layers), *held)
