@@ -1,0 +1,5 @@
+"""A chain of locally connected layers, each unit reading only its group and the two beside it (beside
+lesson 07's dense decode chain): where a counter per tile beats a kernel boundary. workload.py (the
+specification and variants), kernels.py (the device code), study.py, bench.py (the GPU run)."""
+
+ORDER = 7.5  # beside lesson 07's decode chain

@@ -1,0 +1,258 @@
+"""The block chain's kernels: one tile of a locally connected layer, and four ways to chain the layers.
+
+A tile is one group of G consecutive units of one layer (the last group may be partial). Unit r of
+group t reads the 3G inputs of groups t - 1, t, t + 1 (those inside [0, hidden)): its weights are the
+row W_l[r, 0:3G], column c standing for input (t - 1) G + c. A tile's block gives each unit
+ROW_THREADS threads; thread `lane` holds the row's columns lane, lane + ROW_THREADS, ... in registers:
+
+    load_tile(W, l, tile, w)      W_l's rows of the tile -> registers (needs nothing of layer l - 1)
+    dot(x, acts, l, tile, w)      this thread's part of the tile's sums, x_l read from global memory
+    combine(tile, acc, part)      the row's parts added through shared memory (the simulator has no
+                                  shuffles; a tile is one small group: one barrier, ROW_THREADS adds)
+    finish(...)                   + bias, GELU, store x_{l+1}
+
+What sits between load_tile and dot is what the variants differ in: a kernel boundary (fused, graph),
+griddepcontrol.wait (graph_pdl), or the acquire polls of the three tiles of layer l - 1 that the
+tile reads (the megakernel, decode's signal/wait protocol on a counter per tile).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ...backend import BACKEND
+from ...intrinsics import grid_dependency_wait, launch_dependents
+from ...runtime import cuda
+from ..decode.kernels import signal_release, wait_acquire
+from ..elementwise.workload import gelu
+
+ROW_THREADS = BACKEND.size(gpu=4, simulator=2)  # threads per unit (row of W): 3G / 4 = 24 weights each at G = 32
+MAX_WEIGHTS = 64                                 # weights per thread in registers
+MAX_THREADS = 1024                               # per block: G x ROW_THREADS
+NEIGHBOURS = 3                                   # tiles of layer l - 1 a tile reads: t - 1, t, t + 1
+_INLINE = {"forceinline": True}
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """How (hidden, group) maps onto threads: every number a kernel is compiled with."""
+
+    hidden: int
+    group: int
+    row_threads: int = ROW_THREADS
+
+    @property
+    def band(self) -> int:
+        """Weights per unit: the 3 groups it reads."""
+        return NEIGHBOURS * self.group
+
+    @property
+    def per_thread(self) -> int:
+        return -(-self.band // self.row_threads)
+
+    @property
+    def threads(self) -> int:
+        return self.group * self.row_threads
+
+    @property
+    def tiles(self) -> int:
+        return -(-self.hidden // self.group)
+
+    def columns(self, tile: int) -> int:
+        """Inputs a unit of `tile` reads (fewer at either edge)."""
+        return min(self.hidden, (tile + 2) * self.group) - max(0, (tile - 1) * self.group)
+
+    def rows(self, tile: int) -> int:
+        return min(self.group, self.hidden - tile * self.group)
+
+    def band_reads(self) -> int:
+        """Weights (and inputs) one layer's tiles read: each unit, each input it reads, once."""
+        return sum(self.rows(t) * self.columns(t) for t in range(self.tiles))
+
+
+def too_large(geo: Geometry) -> str | None:
+    """Why these kernels cannot run this group size, or None."""
+    if geo.threads > MAX_THREADS:
+        return (f"group={geo.group}: {geo.row_threads} threads per unit make {geo.threads} threads per block, more "
+                f"than {MAX_THREADS}; at most group={MAX_THREADS // geo.row_threads}")
+    if geo.per_thread > MAX_WEIGHTS:
+        return f"group={geo.group}: {geo.per_thread} weights per thread, more than the {MAX_WEIGHTS} held in registers"
+    return None
+
+
+@dataclass(frozen=True)
+class TileOps:
+    load_tile: Any   # (W, l, tile, w)
+    load_bias: Any   # (bias, l, tile) -> the unit's bias in its writer, 0 elsewhere
+    dot: Any         # (x, acts, l, tile, w) -> this thread's part of its unit's sum
+    combine: Any     # (tile, acc, part) -> (unit, writer, total): one block barrier
+    finish: Any      # (bb, acts, out, l, layers, r, total): + bias, GELU, store
+
+
+@lru_cache(maxsize=None)
+def tile_ops(geo: Geometry) -> TileOps:
+    H, G, TPR, K, BAND = geo.hidden, geo.group, geo.row_threads, geo.per_thread, geo.band
+    EXACT = BAND % TPR == 0  # every thread's every column is inside the band: that guard folds away
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def load_tile(W, l, tile, w):
+        tid = cuda.threadIdx.x
+        r = tile * G + tid // TPR
+        first = (tile - 1) * G  # the input column 0 of the band stands for
+        if r < H:
+            for k in range(K):
+                c = tid % TPR + TPR * k
+                if (EXACT or c < BAND) and first + c >= 0 and first + c < H:
+                    w[k] = W[(l * H + r) * BAND + c]
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def load_bias(bias, l, tile):
+        tid = cuda.threadIdx.x
+        r = tile * G + tid // TPR
+        if tid % TPR == 0 and r < H:
+            return bias[l * H + r]
+        return np.float32(0)
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def dot(x, acts, l, tile, w):
+        tid = cuda.threadIdx.x
+        r = tile * G + tid // TPR
+        first = (tile - 1) * G
+        src = x if l == 0 else acts  # layer l's input: x, else the layer before's output
+        base = 0 if l == 0 else (l - 1) * H
+        acc = np.float32(0)
+        if r < H:
+            for k in range(K):
+                c = tid % TPR + TPR * k
+                if (EXACT or c < BAND) and first + c >= 0 and first + c < H:
+                    acc += w[k] * src[base + first + c]
+        return acc
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def combine(tile, acc, part):
+        tid = cuda.threadIdx.x
+        r = tile * G + tid // TPR
+        part[tid] = acc
+        cuda.syncthreads()
+        writer = tid % TPR == 0 and r < H
+        total = np.float32(0)
+        if writer:
+            for q in range(TPR):
+                total += part[tid + q]
+        cuda.syncthreads()  # part is written again by the block's next tile
+        return r, writer, total
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def finish(bb, acts, out, l, layers, r, total):
+        y = gelu(total + bb, bb, bb)
+        if l == layers - 1:
+            out[r] = y
+        else:
+            acts[l * H + r] = y
+
+    return TileOps(load_tile, load_bias, dot, combine, finish)
+
+
+@BACKEND.jit(device=True, **_INLINE)
+def retire(counters, flags, last):
+    """Every thread of a block that has run its list: thread 0 counts the block done (counters[flags]);
+    the last block out zeroes the flags and that count, all its threads at once, for the next launch."""
+    tid = cuda.threadIdx.x
+    if tid == 0:
+        cuda.threadfence()  # this block's counts land before its 'done'
+        last[0] = np.int32(cuda.atomic.add(counters, flags, 1) == cuda.gridDim.x - 1)
+    cuda.syncthreads()
+    if last[0] != 0:
+        for k in range(tid, flags + 1, cuda.blockDim.x):
+            counters[k] = 0
+
+
+@dataclass(frozen=True)
+class ChainKernels:
+    matvec: Any      # unfused: z = W_l x_l (the band's sums), one tile per block
+    layer: Any       # fused: x_{l+1} = gelu(W_l x_l + b_l), one tile per block
+    layer_pdl: Any   # as layer, weights loaded before griddepcontrol.wait
+    megakernel: Any  # every layer in one launch, a counter per tile
+
+
+@lru_cache(maxsize=None)
+def kernels(geo: Geometry) -> ChainKernels:
+    """The kernels for one geometry (its numbers compile-time constants: w[] stays in registers)."""
+    H, T, K, THREADS = geo.hidden, geo.tiles, geo.per_thread, geo.threads
+    ops = tile_ops(geo)
+    load_tile, load_bias, dot, combine, finish = ops.load_tile, ops.load_bias, ops.dot, ops.combine, ops.finish
+
+    def chain_matvec(W, x, acts, l, z):
+        # unfused, the first of three kernels per layer: z = W_l x_l through memory
+        w = cuda.local.array(K, np.float32)
+        part = cuda.shared.array(THREADS, np.float32)
+        tile = cuda.blockIdx.x
+        load_tile(W, l, tile, w)
+        r, writer, total = combine(tile, dot(x, acts, l, tile, w), part)
+        if writer:
+            z[r] = total
+
+    def chain_layer(W, bias, x, acts, out, l):
+        w = cuda.local.array(K, np.float32)
+        part = cuda.shared.array(THREADS, np.float32)
+        tile = cuda.blockIdx.x
+        load_tile(W, l, tile, w)
+        bb = load_bias(bias, l, tile)
+        r, writer, total = combine(tile, dot(x, acts, l, tile, w), part)
+        if writer:
+            finish(bb, acts, out, l, bias.size // H, r, total)
+
+    def chain_layer_pdl(W, bias, x, acts, out, l, trigger):
+        # the weights and bias do not depend on the layer before: loaded while it still runs
+        w = cuda.local.array(K, np.float32)
+        part = cuda.shared.array(THREADS, np.float32)
+        tile = cuda.blockIdx.x
+        load_tile(W, l, tile, w)
+        bb = load_bias(bias, l, tile)
+        if trigger:
+            launch_dependents()
+        grid_dependency_wait()  # the whole layer before has finished and flushed: all of it, not 3 tiles
+        r, writer, total = combine(tile, dot(x, acts, l, tile, w), part)
+        if writer:
+            finish(bb, acts, out, l, bias.size // H, r, total)
+
+    def chain_megakernel(W, bias, x, acts, out, counters, status, spin_limit):
+        # the layers' tiles in layer-major order, item k = l * T + tile, split into gridDim.x contiguous runs:
+        # block b runs items [b N / grid, (b + 1) N / grid); every item a tile waits on comes earlier in that
+        # order (an earlier block, or earlier in its own run), so blocks that run one after another finish too.
+        # counters[k] counts item k done (0 or 1), counters[N] the blocks done.
+        w = cuda.local.array(K, np.float32)
+        part = cuda.shared.array(THREADS, np.float32)
+        last = cuda.shared.array(1, np.int32)
+        layers = bias.size // H
+        n = layers * T
+        tid, blk, grid = cuda.threadIdx.x, cuda.blockIdx.x, cuda.gridDim.x
+        for k in range(blk * n // grid, (blk + 1) * n // grid):
+            l, tile = k // T, k % T
+            load_tile(W, l, tile, w)  # before the wait: W_l needs nothing of layer l - 1
+            bb = load_bias(bias, l, tile)
+            if l > 0:
+                late = False
+                near = tile - 1 + tid  # threads 0, 1, 2 poll the tiles t - 1, t, t + 1 of layer l - 1, at once
+                if tid < 3 and near >= 0 and near < T:
+                    late = not wait_acquire(counters, (l - 1) * T + near, 1, spin_limit)
+                if cuda.syncthreads_or(np.int32(late)):  # after the barrier the block reads what they acquired
+                    if tid == 0:
+                        status[0] = l  # a tile of layer l - 1 never came: an error for the host, never a hang
+                    break
+            r, writer, total = combine(tile, dot(x, acts, l, tile, w), part)
+            if writer:
+                finish(bb, acts, out, l, layers, r, total)
+            cuda.syncthreads()  # every store of the tile is issued, then released with its count
+            if tid == 0:
+                signal_release(counters, k)
+        retire(counters, n, last)
+
+    built = {fn.__name__: BACKEND.jit(fn, fastmath=True)
+             for fn in (chain_matvec, chain_layer, chain_layer_pdl, chain_megakernel)}
+    return ChainKernels(built["chain_matvec"], built["chain_layer"], built["chain_layer_pdl"],
+                        built["chain_megakernel"])
