@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
 # Steps: env tests demo ncu profile ladder consumer polls pdl pdl-window decode timeline demos notebooks grade grade-lessons
-#        probe render, and a topic's study by its name: elementwise layernorm softmax rnn (kernels-lab bench NAME)
+#        probe render, and a topic's study by its name: elementwise layernorm softmax rnn, and decode after its GPU
+#        tests (kernels-lab bench NAME)
 # (render needs no GPU: after copying $OUT's results into figures/data/ as NAME_h200.json, it redraws
 #  every figure in figures/ and rewrites the README's numbers from them)
 set -u
@@ -45,9 +46,9 @@ for step in "$@"; do
     pdl-window)
       $py -m kernels_lab.topics.pdl.window "$OUT/pdl_window.json" 2>&1 | grep -v Warn ;;
     decode)
-      # the megakernel's GPU tests (real waits, the bounded wait's error), then every variant checked and timed
+      # the megakernel's GPU tests (real waits, the bounded wait's error), then its study (every line checked, timed)
       $py -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_decode.py 2>&1 | tail -3
-      $py -m kernels_lab.topics.decode.bench "$OUT" 2>&1 | grep -v Warn ;;
+      $py -m kernels_lab.cli bench decode --json "$OUT/decode.json" --out "$OUT" 2>&1 | grep -v Warn ;;
     demos)
       for d in consumer pdl; do $py -m kernels_lab.cli demo $d --json "$OUT/demo_$d.json" --out "$OUT" 2>&1 | grep -v Warn; done ;;
     notebooks)

@@ -348,8 +348,8 @@ print(lessons.expect("unfused / fused bytes", bytes_ratio,
 
 # %% [markdown]
 # ## Measured on an H200 (committed results)
-# `kernels_lab/topics/softmax/bench.py` timed every variant (and torch.softmax) at five shapes with a cold L2,
-# counting every GB/s as one read and one write of x (8 bytes per element) for everyone. Against
+# `kernels-lab bench softmax` (the topic's study) timed every variant (and torch.softmax) at five shapes with a
+# cold L2, counting every GB/s as one read and one write of x (8 bytes per element) for everyone. Against
 # torch.softmax (above 1: faster) and against the copy ceiling measured in the same run:
 
 # %%
@@ -488,7 +488,7 @@ if trace:
 
 # %%
 if not any(r["variant"] == "split" for r in res["records"]):
-    print("(this results file has no split runs yet: kernels_lab/topics/softmax/bench.py writes them)")
+    print("(this results file has no split runs yet: `kernels-lab bench softmax` writes them)")
 print(f"{'rows x cols':<14}{'split: k x threads':>19}{'GB/s':>6}{'of ceiling':>11}{'vs torch':>9}"
       f"{'prefetch':>12}{'best other':>16}{'torch':>7}{'compile':>8}")
 for (rows, cols), got in shape.items():

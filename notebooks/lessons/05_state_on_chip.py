@@ -324,8 +324,8 @@ print(f"fused reads W {w_bytes_fused / w_bytes_persistent:.0f} times as often")
 
 # %% [markdown]
 # ## Measured on an H200 (committed results)
-# `kernels_lab/topics/rnn/bench.py` checked every variant against float64 over all steps, then timed them (cold
-# L2, medians) at hidden 1024 and 2048 and batch 1, 4 and 32, with three anchors: torch's eager
+# `kernels-lab bench rnn` (the topic's study) checked every variant against float64 over all steps, then timed
+# them (cold L2, medians) at hidden 1024 and 2048 and batch 1, 4 and 32, with three anchors: torch's eager
 # `addmm + tanh` loop, that loop captured in a torch CUDA graph, and `torch.nn.RNN` (cuDNN). Time per step:
 
 # %%

@@ -1,7 +1,7 @@
 """Demo: a decode step's chain of dense layers, a launch per op to one megakernel (lesson 07).
 
-On a machine without a GPU it shows the committed H200 run of kernels_lab/topics/decode/bench.py (its
-table, and the figures figures.py draws from it)."""
+On a machine without a GPU it shows the committed H200 run of decode's study (`kernels-lab bench decode`:
+its table, and the figures figures.py draws from it)."""
 
 from __future__ import annotations
 
