@@ -193,3 +193,50 @@ def test_bench_refuses_with_a_reason(argv, message, tmp_path, capsys):
     from kernels_lab.cli import main
     assert main([*argv, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_bench_refuses_a_topic_without_a_study_and_a_group_the_study_lacks(tmp_path, capsys):
+    from kernels_lab.cli import main
+    assert main(["bench", "block_sums", "--out", str(tmp_path)]) == 2
+    assert "topic block_sums publishes no numbers: it has no study" in capsys.readouterr().err
+    assert main(["bench", "decode", "--group", "targets,nope", "--out", str(tmp_path)]) == 2
+    assert "study decode has the groups targets, deficit, sweep" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_bench_runs_the_groups_named(clocks, tmp_path, monkeypatch):
+    """--group cuts the study to those groups (here timed on the fixed clocks, the layernorm study's two
+    smallest shapes standing in as groups of their own)."""
+    from kernels_lab.cli import main
+    small = (LN.workload.size(rows=4, cols=67), LN.workload.size(rows=3, cols=33))
+    s = dataclasses.replace(LN, groups=(Group("a", small[:1]), Group("b", small[1:])), anchors=(),
+                            check_size=None)
+    monkeypatch.setattr(st, "studies", lambda: {"layernorm": s})
+    assert main(["bench", "layernorm", "--group", "b", "--json", str(tmp_path / "ln.json"), "--out", str(tmp_path)]) == 0
+    recs = results.load(tmp_path / "ln.json")["records"]
+    assert {r["group"] for r in recs} == {"b"} and {r["size"]["cols"] for r in recs} == {33}
+
+
+def test_decode_records_read_as_the_committed_kind(clocks, tmp_path):
+    """decode's study records, drawn by its figures and table as the older kind decode: the steady clock as us per
+    pass, the one-pass clock beside it, the weights' floor and fraction of the copy ceiling from the weight bytes."""
+    from kernels_lab.topics.decode import figures, study as ds
+    size = ds.W.size(hidden=13, layers=2, batch=1)
+    s = dataclasses.replace(STUDIES["decode"], groups=(Group("targets", (size,)),), versions=ds.MEGA_VERSIONS[:1],
+                            anchors=())
+    run = run_study(s, tmp_path / "decode.json", command="test", say=lambda _: None)
+    assert not run.problems
+    doc = results.load(run.path)
+    by = {r["variant"]: r for r in figures.as_drawn(doc)["records"]}
+    weights = 4 * 2 * 13 ** 2
+    mega, version_name = by["megakernel"], ds.MEGA_VERSIONS[0].name
+    assert set(by) == {*ds.W.variants, version_name}
+    assert mega["us_per_pass"] == 1000.0 and mega["latency_us"] == 2000.0  # fixed clocks: steady 1 ms, one pass 2
+    assert mega["weight_bytes"] == weights and mega["GBs_weight"] == pytest.approx(weights / 2e-3 / 1e9)
+    assert mega["floor_us"] == pytest.approx(weights / 4000e9 * 1e6)
+    assert mega["of_ceiling"] == pytest.approx(weights / 1e-3 / 4000e9)
+    assert mega["bytes_useful"] == 4 * (2 * 13 * 14 + 2 * 13) and mega["blocks"] >= 1
+    assert mega["version"] is None and by[version_name]["version"] == version_name.removeprefix("megakernel_")
+    assert [p.name for p in plots.render(doc, tmp_path, "decode")] == ["decode_us_per_pass.png"]
+    row = next(line for line in figures.table(doc).splitlines() if line.split()[:1] == ["megakernel"])
+    assert row.split()[1:] == ["1000.0"]  # the demo's table: us per pass, the steady clock

@@ -162,28 +162,57 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chosen_groups(study, wanted: str | None):
+    """The study, cut to the groups --group names (comma-separated); all of them when not given."""
+    import dataclasses
+    if wanted is None:
+        return study
+    names = [g.strip() for g in wanted.split(",") if g.strip()]
+    known = [g.name for g in study.groups]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise UsageError(f"--group {wanted!r}: study {study.name} has the groups {', '.join(known)}")
+    return dataclasses.replace(study, groups=tuple(g for g in study.groups if g.name in names))
+
+
+def _no_bench(name: str, studied: dict, known: dict) -> UsageError:
+    """Why `bench NAME` cannot run NAME: a topic without numbers of its own, or no such name."""
+    import pkgutil
+
+    from .. import topics
+    choices = f"studies: {', '.join(studied)}; fixed measurements: {', '.join(known)}"
+    if name in {m.name for m in pkgutil.iter_modules(topics.__path__) if m.ispkg}:
+        return UsageError(f"topic {name} publishes no numbers: it has no study (topics/{name}/study.py, README 'Add "
+                          f"a topic'); `kernels-lab profile {name}` sweeps its variants ({choices})")
+    return UsageError(f"unknown bench {name!r}; {choices}")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    """A topic's study (profile/study.py) or a fixed GPU measurement (launch, consumer, pdl): one results file."""
-    from ..profile.runs import benches, run_bench
+    """A topic's study (profile/study.py) or a fixed GPU measurement (launch, consumer, pdl): one results file,
+    and the figures it supports in --out."""
     from ..backend import BACKEND
+    from ..profile import plots, results
+    from ..profile.runs import benches, run_bench
     from ..profile.study import run_study, studies, table
     from ..runtime import device_facts
     known, studied = benches(), studies()
     if args.list or not args.name:
         for name, s in studied.items():
-            print(f"{name:<12} study: every line of {name} checked, then timed against its anchors ({s.about})")
+            groups = ", ".join(g.name for g in s.groups)
+            print(f"{name:<12} study ({groups}): every line checked, then timed against its anchors; {s.about}")
         for name, b in known.items():
-            print(f"{name:<12} {b.about}")
+            print(f"{name:<12} fixed measurement (GPU only): {b.about}")
         return 0
     if args.name not in known and args.name not in studied:
-        raise UsageError(f"unknown bench {args.name!r}; studies: {', '.join(studied)}; fixed measurements: "
-                         f"{', '.join(known)}")
+        raise _no_bench(args.name, studied, known)
     fixed = args.name not in studied
     if fixed and not BACKEND.can_time:
         raise UsageError(f"bench {args.name} measures microseconds and needs a GPU; on the simulator, "
                          f"`kernels-lab demo {args.name}` shows the committed GPU results")
-    if fixed and (args.ncu or args.check or args.reps is not None):
-        raise UsageError(f"bench {args.name} is a fixed measurement: --ncu, --check and --reps are for studies")
+    if fixed and (args.ncu or args.check or args.reps is not None or args.group is not None):
+        raise UsageError(f"bench {args.name} is a fixed measurement: --ncu, --check, --reps and --group are for "
+                         f"studies")
+    study = None if fixed else _chosen_groups(studied[args.name], args.group)
     if args.ncu and not BACKEND.can_time:
         raise UsageError("--ncu measures DRAM bytes on a GPU with Nsight Compute; this back-end cannot: drop --ncu")
     args.json = args.json or args.out / f"{args.name}_bench.json"
@@ -198,16 +227,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if fixed:
         records = run_bench(args.name, args.json, args.command_line)
         print(f"{len(records)} records; wrote {args.json}")
-        return 0
-    run = run_study(studied[args.name], args.json, command=args.command_line, reps=args.reps, ncu=args.ncu,
-                    check_only=args.check)
-    print(table(run.records))
-    for what, why in run.skipped.items():
-        print(f"skipped {what}: {why}")
-    for p in run.problems:
-        print(f"PROBLEM: {p}")
-    print(f"{len(run.records)} records; wrote {run.path}")
-    return 1 if run.wrong else 0
+        wrong = 0
+    else:
+        run = run_study(study, args.json, command=args.command_line, reps=args.reps, ncu=args.ncu,
+                        check_only=args.check)
+        print(table(run.records))
+        for what, why in run.skipped.items():
+            print(f"skipped {what}: {why}")
+        for p in run.problems:
+            print(f"PROBLEM: {p}")
+        print(f"{len(run.records)} records; wrote {run.path}")
+        wrong = len(run.wrong)
+    doc = results.load(args.json)
+    if fixed or any(r.get("time_ms") is not None for r in doc["records"]):  # a study's check sizes: nothing to draw
+        for made in plots.render(doc, args.out, args.json.stem):
+            print(f"wrote {made}")
+    return 1 if wrong else 0
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:

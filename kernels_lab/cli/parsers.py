@@ -163,26 +163,43 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=cmd_profile)
 
     b = _sub(sub, "bench", "a topic's study, or a fixed GPU measurement (launch, consumer, pdl)",
-             "A topic's study (softmax, layernorm, rnn, ...: the numbers its lesson and the README quote): every "
-             "line (registered variants, numbered versions, anchors such as torch) checked against float64, then "
-             "timed interleaved on two clocks (one-pass latency with a cold L2, and the steady state), re-checked, "
-             "beside the copy ceiling. Where nothing can be timed (the simulator) it runs the study's check sizes, "
-             "every line checked, and says what it skipped. Or a fixed measurement: 'launch' the launch-overhead "
-             "ladder, 'consumer' the persistent consumer's latency and throughput, 'pdl' the PDL / graph / grouped "
-             "variants over G (GPU only).",
-             _epilog("the results file OUT/NAME_bench.json (or --json); draw it with `kernels-lab plot`",
-                     "0 done; 1 a line gave wrong values (the table says which); 2 a mistake on the command line; "
-                     "3 --ncu cannot run (ncu missing), or a file could not be written; 70 a bug in kernels-lab",
-                     "kernels-lab bench softmax --json softmax.json"))
+             "Reproduce the numbers a lesson and the README quote. NAME is a topic's study (elementwise, softmax, "
+             "rnn, decode, ...: `kernels-lab bench --list` names them all, with their groups) or a fixed "
+             "measurement.\n\n"
+             "A study (the topic's study.py): for each group of sizes, every line (the registered variants, "
+             "numbered versions that are not registered, anchors such as torch) is checked on fresh random inputs "
+             "into poisoned outputs against float64, then all are timed interleaved on two clocks (time_ms: one "
+             "pass after an L2 flush; time_ms_steady: passes back to back), re-checked, and written beside the "
+             "copy ceiling of the same run. Each record has three rates: GBs_model (the line's own planned bytes), "
+             "GBs_useful (what the problem must move, the same for every line and anchor) and GBs_weight (weights "
+             "read per pass, where the study has weights). A wrong line is reported and not timed. Where nothing "
+             "can be timed (the simulator), or with --check, it runs the study's small check sizes instead: every "
+             "line checked, and says what it skipped and why.\n\n"
+             "A fixed measurement (GPU only): 'launch' the launch-overhead ladder, 'consumer' the persistent "
+             "consumer's latency and throughput, 'pdl' the PDL / graph / grouped variants over G.\n\n"
+             "  kernels-lab bench --list                         the studies (and their groups), the measurements\n"
+             "  kernels-lab bench softmax --check                every softmax line checked at the check sizes\n"
+             "  kernels-lab bench decode --group targets         one group of decode's study (on a GPU)\n"
+             "  kernels-lab bench launch --json ladder.json      the launch ladder (on a GPU)",
+             _epilog("the results file OUT/NAME_bench.json (or --json), rewritten after every size so a run cut "
+                     "short keeps what it measured; then, where anything was timed, its figures in OUT (as "
+                     "`kernels-lab plot` draws them)",
+                     "0 done; 1 a line gave wrong values (the table and the PROBLEM lines say which); 2 a mistake "
+                     "on the command line (an unknown name, a group the study does not have, a fixed measurement "
+                     "on the simulator); 3 --ncu cannot run (ncu missing), or a file could not be written; 70 a "
+                     "bug in kernels-lab",
+                     "kernels-lab bench softmax --json softmax.json --out figs/"))
     b.add_argument("name", nargs="?", help="which study or measurement (see --list)")
-    b.add_argument("--list", action="store_true", help="list the studies and measurements")
+    b.add_argument("--list", action="store_true", help="list the studies (with their groups) and measurements")
     b.add_argument("--reps", type=positive_int, default=None,
                    help="timed repetitions per line and size, studies only (default: the study's)")
+    b.add_argument("--group", metavar="GROUP[,GROUP]",
+                   help="a study's groups to run (default: all; --list names them), e.g. decode's targets")
     b.add_argument("--check", action="store_true", help="a study's check sizes only: every line checked, nothing "
                                                         "timed (what CI runs on the simulator)")
     b.add_argument("--ncu", action="store_true", help="a study: also DRAM bytes of the registered lines at the "
                                                       "largest size, from Nsight Compute (GPU only)")
-    _add_outputs(b, None, "OUT/NAME_bench.json")
+    _add_outputs(b, "its figures", "OUT/NAME_bench.json")
     b.set_defaults(func=cmd_bench)
 
     t = _sub(sub, "timeline", "a kernel timeline (Gantt chart) of every variant of a workload",
