@@ -120,13 +120,14 @@ for v in w.variants.values():
 # ## Weights in registers: what persistence buys here
 # Gamma and beta do not depend on the row, so a thread that strides over rows can load its slice once,
 # as the persistent RNN of lesson 05 keeps its weights on chip across time steps. The price is registers:
-# 2 x 16 more floats a thread at 4 chunks, which lowers how many threads an SM holds, and with it the
+# up to 2 x 16 more floats a thread at 4 chunks, which lowers how many threads an SM holds, and with it the
 # bytes in flight. Which effect wins depends on the width: the measurements below say.
 #
 # ## Measured on an H200 (committed results)
-# `kernels_lab/topics/layernorm/bench.py` timed every variant, torch's `F.layer_norm` and a `torch.compile`d
-# one at four shapes with a cold L2, interleaved, after checking each variant against float64; every GB/s
-# counts one read and one write of x (8 bytes per element) for everyone.
+# `kernels-lab bench layernorm` (the topic's study, `kernels_lab/topics/layernorm/study.py`) timed every
+# variant, torch's `F.layer_norm` and a `torch.compile`d one at four shapes with a cold L2, interleaved, after
+# checking each variant against float64; every GB/s counts one read and one write of x (8 bytes per element)
+# for everyone.
 
 # %%
 res = lessons.committed("layernorm_h200.json")
@@ -149,11 +150,51 @@ for (rows, cols), got in shapes.items():
 # %% [markdown]
 # ![every variant and torch at each shape, GB/s](../figures/layernorm_h200_shapes.png)
 #
-# The ratios above weigh the two effects. Holding the weights saves accesses that were cache hits (every
-# row reads the same 2 x cols floats, and they stay in L1 and L2), so there is little to win; the 32 extra
-# registers a thread cost resident threads, and with them bytes in flight, most at wide rows where a
-# block holds a whole row. Persistence pays when what it keeps on chip would otherwise come from DRAM
-# (the RNN's weights, lesson 05), not when the caches already keep it.
+# ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
+# The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,
+# fastmath, the block as launch bound) and `ptxas -arch=sm_90 -v` says how many registers a thread uses
+# (`kernels_lab/topics/layernorm/registers.py`; committed output, no GPU needed). From it, the blocks an
+# H100 or H200 SM can hold (65536 registers, allocated per warp in units of 256; 2048 threads; 32 blocks),
+# the rows those blocks work on at once, and the share of the SM's 2048 threads that are resident.
+
+# %%
+import json
+compiled = json.loads((lessons.DATA / "compiled" / "layernorm_registers_sm90.json").read_text())
+print(f"{compiled['meta']['arch']}, ptxas {compiled['meta']['versions']['ptxas']}\n")
+print(f"{'rows x cols':<14}{'kernel':<19}{'threads':>8}{'regs':>6}{'blocks/SM':>10}{'rows/SM':>8}{'occupancy':>10}"
+      f"{'of ceiling':>11}")
+held = {}
+for r in compiled["records"]:
+    shape = (r["size"]["rows"], r["size"]["cols"])
+    measured = shapes.get(shape, {}).get(r["variant"])
+    share = f"{measured['of_ceiling']:.0%}" if measured else ""
+    held.setdefault(shape, {})[r["variant"]] = r
+    print(f"{shape[0]:>6} x {shape[1]:<6}{r['variant']:<19}{r['threads']:>8}{r['registers']:>6}"
+          f"{r['blocks_per_sm']:>10}{r['rows_per_sm']:>8}{r['occupancy']:>10.0%}{share:>11}")
+fused = {shape: got["fused"] for shape, got in held.items()}
+print(f"\nfused: highest occupancy at {max(fused, key=lambda k: fused[k]['occupancy'])}, lowest share of the ceiling "
+      f"at {min(fused, key=lambda k: shapes[k]['fused']['of_ceiling'])} (rows x cols)")
+print("holding gamma and beta (persistent) against re-reading them (fused):")
+for shape, got in held.items():
+    f, p = got["fused"], got["persistent"]
+    print(f"{shape[0]:>6} x {shape[1]:<6} +{p['registers'] - f['registers']} registers a thread, resident threads "
+          f"{f['threads_per_sm']} -> {p['threads_per_sm']} per SM")
+
+# %% [markdown]
+# The ratios and the table weigh the two effects. Holding the weights saves accesses that were cache hits
+# (every row reads the same 2 x cols floats, and they stay in L1 and L2), so there is little to win; the
+# registers it adds (the compiler keeps fewer than the 32 floats it holds: it reuses some) cost resident
+# threads at every shape, and the persistent kernel is the slower one at every shape. Persistence pays when
+# what it keeps on chip would otherwise come from DRAM (the RNN's weights, lesson 05), not when the caches
+# already keep it.
+#
+# The table also says what registers do *not* explain. At 8192 columns `fused` has the highest occupancy of
+# its shapes, yet the lowest share of the ceiling: a row there is one block of 512 threads, so an SM works on
+# only a few rows at once, and each block loads its row, then waits at the barriers of two block
+# reductions, then stores, with no load of its own in flight in between. With many small blocks (a row per
+# 64 threads at 1024 columns) some block is always loading. That is a reading of the table, not a
+# measurement: Nsight Compute's stall reasons (`kernels-lab profile layernorm --ncu`) would show the barrier
+# stalls if it is right.
 #
 # ## Summary
 # - Layernorm is two dependent reductions (mean, then variance) and an elementwise step with weights:

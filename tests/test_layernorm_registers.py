@@ -1,0 +1,54 @@
+"""Lesson 08's register table: the occupancy arithmetic, the committed file against the kernels the variants
+launch today, and one kernel recompiled through ptxas (sm_90, no GPU) giving the committed count."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from kernels_lab import capabilities, lessons
+from kernels_lab.topics.layernorm import registers as R
+from kernels_lab.topics.layernorm.study import SHAPES
+
+COMMITTED = lessons.DATA / "compiled" / "layernorm_registers_sm90.json"
+
+
+@pytest.mark.parametrize("registers,threads,shared,blocks,limit", [
+    (32, 64, 0, 32, "registers and threads and blocks"),  # 2048 registers a block: 32 fit, and 32 x 64 threads
+    (46, 64, 0, 21, "registers"),     # 48 a thread after rounding to 256 a warp: 3072 a block
+    (39, 512, 0, 3, "registers"),     # 40 a thread: 20480 a block
+    (16, 1024, 0, 2, "threads"),
+    (16, 32, 100_000, 2, "shared memory"),
+])
+def test_blocks_per_sm(registers, threads, shared, blocks, limit):
+    assert R.blocks_per_sm(registers, threads, shared) == (blocks, limit)
+
+
+def test_the_committed_table_names_todays_kernels():
+    doc = json.loads(COMMITTED.read_text())
+    got = {(r["size"]["cols"], r["variant"], r["kernel"], r["threads"]) for r in doc["records"]}
+    want = {(s.cols, variant, k.py_func.__name__, shape.block) for s in SHAPES
+            for variant, k, shape in R.kernels_at(s.cols)}
+    assert got == want, "the kernels changed: rerun " + doc["meta"]["command"]
+    for r in doc["records"]:
+        assert (r["blocks_per_sm"], r["limited_by"]) == R.blocks_per_sm(r["registers"], r["threads"], r["shared_bytes"])
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None or not capabilities.ptx_libraries().available,
+                    reason="needs ptxas and numba's compiler (the cu13 extra)")
+def test_ptxas_gives_the_committed_count():
+    doc = json.loads(COMMITTED.read_text())
+    want = next(r for r in doc["records"] if r["variant"] == "persistent" and r["size"]["cols"] == 8192)
+    code = ("from kernels_lab.topics.layernorm import registers as R\n"
+            "_, k, shape = next(v for v in R.kernels_at(8192) if v[0] == 'persistent')\n"
+            "print(R.usage(k, shape.block)['registers'])")
+    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert int(got.stdout.split()[-1]) == want["registers"]
