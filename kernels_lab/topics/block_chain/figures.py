@@ -1,6 +1,6 @@
 """What the block chain draws: STEM_time.png, us per pass of every line (ours and torch's) at each hidden size,
-from bench.py's records (kind block_chain: steady state, passes back to back) or the study's (kind study: its
-steady clock); benchmarks/render_figures.py finds it in FIGURES."""
+from the study's records (study.py, bench.py: the steady clock, passes back to back);
+benchmarks/render_figures.py finds it in FIGURES."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ...profile.plots import plt, save, source_note, style
 
 
 def _us(rec: dict[str, Any]) -> float | None:
-    if "us_per_pass" in rec:
+    if rec.get("us_per_pass") is not None:
         return rec["us_per_pass"]
     ms = rec.get("time_ms_steady")
     return None if ms is None else ms * 1e3
@@ -40,4 +40,4 @@ def time_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
     return [save(fig, Path(out) / f"{stem}_time.png")]
 
 
-FIGURES = {"study:block_chain": time_figure, "block_chain": time_figure}
+FIGURES = {"study:block_chain": time_figure}

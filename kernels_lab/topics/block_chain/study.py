@@ -1,7 +1,7 @@
-"""The block chain's study (`kernels-lab bench block_chain`): every variant at hidden 1024 and 2048, 8
-layers, groups of 32, against torch (eager; torch.compile). Its GPU numbers with torch's CUDA graph beside
-them come from bench.py (`python -m kernels_lab.topics.block_chain.bench OUT`), the issue's targets' run.
-Useful bytes: the band's weights (edges included: the problem's input), the biases, x in and out.
+"""The block chain's study (`kernels-lab bench block_chain`, or bench.py for the tables): every variant at
+hidden 1024 and 2048, groups of 32, 8 layers and 1 layer, against torch's eager loop, that loop in a torch
+CUDA graph and (8 layers only: it compiles for tens of seconds) torch.compile(mode="reduce-overhead") of it.
+TF32 off: float32, as ours.
 """
 
 from __future__ import annotations
@@ -9,9 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from ...core import Size
-from ...profile.anchors import torch_anchor
-from ...profile.study import AnchorUnavailable, Group, Study
+from ...backend import BACKEND
+from ...profile.anchors import torch_cuda
+from ...profile.study import Anchor, AnchorUnavailable, Group, Study
 from .workload import WORKLOAD as W
+
+HIDDEN, GROUP = (1024, 2048), 32
 
 
 def torch_chain(torch, t: dict[str, Any], size: Size):
@@ -33,19 +36,85 @@ def torch_chain(torch, t: dict[str, Any], size: Size):
     return h
 
 
+def _torch(dev_in: dict[str, Any], size: Size):
+    """(torch, the chain as a function of no arguments) on the lines' own device buffers."""
+    torch = torch_cuda()
+    t = {k: torch.as_tensor(v, device="cuda") for k, v in dev_in.items()}
+    torch_chain(torch, t, size)  # refuses a size it cannot reshape before anything is captured
+    return torch, lambda: torch_chain(torch, t, size)
+
+
+def _make_eager(dev_in: dict[str, Any], size: Size):
+    _, chain = _torch(dev_in, size)
+    held: dict[str, Any] = {}
+
+    def eager():
+        held["out"] = chain()
+    return eager, lambda: dict(held)
+
+
+def _make_graph(dev_in: dict[str, Any], size: Size):
+    torch, chain = _torch(dev_in, size)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        chain()  # warm up (cuBLAS picks its kernels) outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = chain()
+    return graph.replay, lambda: {"out": out}
+
+
+def _make_compiled(dev_in: dict[str, Any], size: Size):
+    _, chain = _torch(dev_in, size)
+    compiled = torch_cuda().compile(chain, mode="reduce-overhead")
+    for _ in range(3):
+        compiled()  # compile, record its graph, replay: outside the timed loop
+    held: dict[str, Any] = {}
+
+    def run():
+        held["out"] = compiled()
+    return run, lambda: dict(held)
+
+
+ANCHORS = (
+    Anchor("torch_eager", "per layer: pad, unfold, bmm over the tiles, + bias, tanh-GELU: eager", _make_eager),
+    Anchor("torch_graph", "the eager loop captured in a torch CUDA graph, replayed", _make_graph),
+    Anchor("torch_compile", 'torch.compile(mode="reduce-overhead") of the loop', _make_compiled, launches=1),
+)
+
+
 def useful_bytes(size: Size) -> int:
+    """The band's weights (edges included: the problem's input), the biases, x in and out."""
     return 4 * (size.layers * size.hidden * (3 * size.group + 1) + 2 * size.hidden)
 
 
+def derive(rec: dict[str, Any]) -> dict[str, Any]:
+    """us per pass on both clocks, and per layer (steady state)."""
+    steady = rec["time_ms_steady"] * 1e3 if rec["time_ms_steady"] else None
+    return {"us_per_pass": steady, "latency_us": rec["time_ms"] * 1e3 if rec["time_ms"] else None,
+            "us_per_layer": steady / rec["size"]["layers"] if steady else None}
+
+
+def _sizes(layers: int) -> tuple[Size, ...]:
+    return tuple(W.size(hidden=h, layers=layers, group=GROUP) for h in HIDDEN)
+
+
+EVERY = (*W.variants, *(a.name for a in ANCHORS))
 STUDY = Study(
     W,
-    groups=(Group("hidden", tuple(W.size(hidden=h, layers=8, group=32) for h in (1024, 2048))),),
+    # the issue's sizes first; then 1 layer, which tells the per-layer cost from a pass's fixed cost
+    groups=(Group("targets", _sizes(8)),
+            Group("one_layer", _sizes(1), lines=tuple(n for n in EVERY if n != "torch_compile"))),
     useful_bytes=useful_bytes,
     weight_bytes=lambda size: 4 * size.layers * size.hidden * 3 * size.group,
-    check_size=lambda size: size.replace(hidden=size.hidden - 5),  # a partial last tile, not a multiple of 4
+    # checked on the GPU at the timed size (its kernels are compiled for it: a smaller one would compile them
+    # again); partial tiles and widths that are no multiple of the group are the simulator's check sizes
     check_sizes=(W.size(hidden=7, layers=2, group=3),),
     reps=30,
-    anchors=(torch_anchor("torch", "per layer: pad, unfold, bmm over the tiles, + bias, GELU: eager", torch_chain),
-             torch_anchor("torch.compile", "the same through torch.compile", torch_chain, compiled=True)),
-    about="locally connected layers at hidden 1024 and 2048: kernel boundaries against a counter per tile",
+    anchors=ANCHORS,
+    derive=derive,
+    meta=lambda: {"l2_bytes": BACKEND.facts().l2_bytes, "sm_count": BACKEND.facts().sm_count},
+    about="locally connected layers at hidden 1024 and 2048: a kernel boundary per layer against a counter per tile",
 )
