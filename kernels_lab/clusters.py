@@ -36,6 +36,7 @@ _config (CUlaunchConfig) and kernel handle. tests/test_clusters.py fails loudly 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any, Callable
@@ -275,7 +276,25 @@ def _peer(a, rank):
     raise ClusterError("dsmem_load / dsmem_store take a shared array (cuda.shared.array) of the kernel")
 
 
+_STAGGER_S = [0.0]  # staggered_loads' seconds per rank (0: loads at once)
+
+
+@contextlib.contextmanager
+def staggered_loads(seconds_per_rank: float):
+    """Simulator: while open, every DSMEM load of a block of rank r first sleeps r x seconds_per_rank, so the
+    higher ranks read their peers long after rank 0 has finished: a schedule a GPU may take, made certain. A
+    kernel that lets a block overwrite (or leave) its shared memory with no cluster barrier after the reads
+    then reads an overwritten value here. One launch at a time."""
+    _STAGGER_S[0] = seconds_per_rank
+    try:
+        yield
+    finally:
+        _STAGGER_S[0] = 0.0
+
+
 def _dsmem_load(a, i, rank):
+    if _STAGGER_S[0]:
+        time.sleep(_rank() * _STAGGER_S[0])
     return _peer(a, rank)[i]
 
 

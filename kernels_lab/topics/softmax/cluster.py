@@ -200,3 +200,5 @@ sm.WORKLOAD.add(Variant("cluster", "fused", "1 kernel, each row split across a t
                                             "each slice in registers; the blocks swap (max, sum) through "
                                             "distributed shared memory and one cluster barrier (cc >= 9.0)",
                         plan_cluster_for, bind_cluster, lambda size: cluster_variant_refusal(size.cols)))
+
+from . import cluster_exercise  # noqa: E402,F401  (lesson 04's exercise on the cluster's combine)
