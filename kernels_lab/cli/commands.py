@@ -55,12 +55,11 @@ def check_sim_size(size) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from ..core import all_workloads
-    from ..runtime import ON_GPU
     for w in all_workloads().values():
         size = w.default_size(False)
         print(f"{w.name}: {w.about}")
         print("  axes: " + "; ".join(f"{a.name} ({a.about or a.unit}) default {a.gpu:,} on a GPU, {a.sim:,} on the "
-                                      f"simulator" for a in w.axes) + f"   [here: {w.describe_axes(ON_GPU)}]")
+                                      f"simulator" for a in w.axes) + f"   [here: {w.describe_axes()}]")
         for v in w.variants.values():
             plan = v.plan(size)
             kernels = " -> ".join(k.kernel for k in plan.launches)
@@ -75,8 +74,8 @@ DEMO_REPS = 30
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ..demos import demos
-    from ..runtime import ON_GPU
+    from ..backend import BACKEND
+    from ..demos import DemoRequest, demos
     known = demos()
     if args.list or not args.name:
         for d in known.values():
@@ -84,22 +83,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 0
     if args.name not in known:
         raise UsageError(f"unknown demo {args.name!r}; known demos: {', '.join(known)} (see `kernels-lab demo --list`)")
+    demo = known[args.name]
     check_n_or_size(args)
-    module = sys.modules[known[args.name].run.__module__]
-    if not getattr(module, "TAKES_SIZE", True):
+    if not demo.takes_size:
         flags = [f for f, v in (("--n", args.n), ("--size", args.size), ("--reps", args.reps)) if v is not None]
         if flags:
             raise UsageError(f"demo {args.name} measures fixed configurations: {', '.join(flags)} "
                              f"{'does' if len(flags) == 1 else 'do'} not apply to it")
-    if args.json is not None and not ON_GPU and not getattr(module, "SIMULATOR_RESULTS", True):
+    if args.json is not None and not BACKEND.can_time and not demo.writes_results_here:
         raise UsageError(f"demo {args.name} measures nothing on the simulator (it draws the committed GPU results "
                          f"into --out): --json does not apply here")
-    args.json = args.json or args.out / f"{args.name}.json"
-    args.figure = args.out / f"{args.name}.png"  # the demo's main figure; others beside it, named NAME_*.png
-    args.reps = args.reps or DEMO_REPS
+    json = args.json or args.out / f"{args.name}.json"
     check_out_dir(args.out)
-    check_out_file(args.json, "--json", args.out)
-    return known[args.name].run(args)
+    check_out_file(json, "--json", args.out)
+    return demo.run(DemoRequest(size=args.size, n=args.n, reps=args.reps or DEMO_REPS, out=args.out, json=json,
+                                figure=args.out / f"{args.name}.png", command_line=args.command_line))
 
 
 # -- profile, bench, timeline, plot -----------------------------------------------------------------
@@ -136,10 +134,11 @@ def chosen_sizes(workload, args: argparse.Namespace) -> list:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from ..profile.runs import ncu_missing, profile_workload
-    from ..runtime import ON_GPU, device_facts
+    from ..backend import BACKEND
+    from ..runtime import device_facts
     workload = _workload(args.workload)
     sizes = chosen_sizes(workload, args)
-    if args.ncu and not ON_GPU:
+    if args.ncu and not BACKEND.can_time:
         raise UsageError("--ncu measures DRAM bytes on a GPU with Nsight Compute; this back-end cannot: drop --ncu")
     args.json = args.json or args.out / f"{workload.name}_profile.json"
     check_out_dir(args.out)

@@ -184,10 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
              _epilog("the results file OUT/NAME_bench.json (or --json), rewritten after every size so a run cut "
                      "short keeps what it measured; then, where anything was timed, its figures in OUT (as "
                      "`kernels-lab plot` draws them)",
-                     "0 done; 1 a line gave wrong values (the table and the PROBLEM lines say which); 2 a mistake "
-                     "on the command line (an unknown name, a group the study does not have, a fixed measurement "
-                     "on the simulator); 3 --ncu cannot run (ncu missing), or a file could not be written; 70 a "
-                     "bug in kernels-lab",
+                     "0 done; 1 a line gave wrong values (its PROBLEM line says which); 2 a mistake on the command "
+                     "line (an unknown name, a group the study does not have, a fixed measurement on the "
+                     "simulator); 3 --ncu cannot run (ncu missing), or a file could not be written; 70 a bug in "
+                     "kernels-lab",
                      "kernels-lab bench softmax --json softmax.json --out figs/"))
     b.add_argument("name", nargs="?", help="which study or measurement (see --list)")
     b.add_argument("--list", action="store_true", help="list the studies (with their groups) and measurements")

@@ -4,7 +4,6 @@ show after their own small run (its numbers and figures, named as such)."""
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,14 +12,14 @@ from typing import Any, Callable, Sequence
 from ..backend import BACKEND
 from ..core import Size, Workload, get_workload
 from ..errors import UsageError
-from . import Demo
+from . import Demo, DemoRequest
 
 
-def chosen_size(workload: Workload, args: argparse.Namespace) -> Size:
+def chosen_size(workload: Workload, request: DemoRequest) -> Size:
     """--size / --n, else the back-end's default; on the simulator a size that would run for many
     minutes is refused, saying what to do instead."""
-    size = workload.chosen_size(args.size, args.n)
-    if (args.size or args.n is not None) and (problem := BACKEND.size_problem(size.elements, size)) is not None:
+    size = workload.chosen_size(request.size, request.n)
+    if request.sized and (problem := BACKEND.size_problem(size.elements, size)) is not None:
         raise UsageError(problem)
     return size
 
@@ -161,7 +160,7 @@ class DemoRun:
 
 def workload_demo(name: str, about: str, order: int, *, narrate: Callable[[list[dict[str, Any]], DemoRun], str],
                   columns: Sequence[Column], committed: str, committed_numbers: Callable[[dict[str, Any]], str],
-                  choose_size: Callable[[Workload, argparse.Namespace], tuple[Size, str | None]] | None = None,
+                  choose_size: Callable[[Workload, DemoRequest], tuple[Size, str | None]] | None = None,
                   derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None, check_first: bool = True,
                   with_ceiling: bool = False, quiet: Sequence[str] = ()) -> Demo:
     """`kernels-lab demo NAME` for the registered workload NAME: the size (choose_size, else --size / --n or the
@@ -169,28 +168,28 @@ def workload_demo(name: str, about: str, order: int, *, narrate: Callable[[list[
     at a smaller size first on a GPU; else measured at `size` directly), each record extended by derive, the table
     of `columns`, the topic's narration, the results file and the figure; and where there is no GPU, the committed
     GPU run (committed_numbers(its results)). `quiet`: warnings the narration already explains."""
-    def run(args: argparse.Namespace) -> int:
+    def run(request: DemoRequest) -> int:
         import warnings
 
         from ..profile import plots, results
         from ..profile.measure import measure_workload
         workload = get_workload(name)
-        size, note = choose_size(workload, args) if choose_size else (chosen_size(workload, args), None)
+        size, note = choose_size(workload, request) if choose_size else (chosen_size(workload, request), None)
         opening(size, note)
         ceiling = copy_ceiling(size.elements) if with_ceiling else None
         refused = {v.name: why for v in workload.variants.values() if (why := v.why_not(size)) is not None}
         with warnings.catch_warnings():
             for message in quiet:
                 warnings.filterwarnings("ignore", message)
-            records = (checked_then_timed(workload, size, args.reps) if check_first
-                       else measure_workload(workload, size, reps=args.reps))
+            records = (checked_then_timed(workload, size, request.reps) if check_first
+                       else measure_workload(workload, size, reps=request.reps))
         records = [{**r, **derive(r)} for r in records] if derive else records
         print(results_table(records, columns))
         print()
         print(narrate(records, DemoRun(size, refused, ceiling)))
-        meta = results.make_meta(args.command_line, ceiling_GBs=ceiling)
-        json_path = results.dump(meta, records, args.json)
-        print(f"\nwrote {json_path} and {plots.variant_bars(records, meta, args.figure)}")
+        meta = results.make_meta(request.command_line, ceiling_GBs=ceiling)
+        json_path = results.dump(meta, records, request.json)
+        print(f"\nwrote {json_path} and {plots.variant_bars(records, meta, request.figure)}")
         if not BACKEND.can_time:
             show_committed(committed, committed_numbers)
         return 0

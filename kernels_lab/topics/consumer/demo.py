@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
 from ...backend import BACKEND
 from . import LaunchPerRequest, PersistentConsumer, default_protocol, reference
 from ...profile import results
-from ...demos import Demo
+from ...demos import Demo, DemoRequest
 from .figures import HEADLINE_PAYLOAD, consumer_latency_cdf, consumer_throughput, headline_payload_bytes
 from ...demos.common import opening, show_committed
-
-TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size / --reps for this demo
-SIMULATOR_RESULTS = False  # the simulator draws the committed GPU results: no results file (the CLI refuses --json)
 
 
 def table(records: list[dict]) -> str:
@@ -49,7 +44,7 @@ def narrate(records: list[dict]) -> str:
             f"{tp[mode] / tp['launch']:.1f}x one launch per request.")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(request: DemoRequest) -> int:
     if not BACKEND.can_time:
         opening()
         rng = np.random.default_rng(0)
@@ -65,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(payloads)} requests through the persistent consumer and the one-launch baseline: "
               f"{'all correct' if ok else 'WRONG'}; consumer status {c.status()}")
         show_committed("consumer_h200.json", lambda doc: table(doc["records"]) + "\n" + narrate(doc["records"]),
-                       args.out, "consumer")
+                       request.out, "consumer")
         return 0 if ok else 1
     print(f"backend: {BACKEND.describe()}")
     from .bench import measure_consumer
@@ -74,12 +69,13 @@ def run(args: argparse.Namespace) -> int:
                                seconds=0.25)
     print(table(records))
     print(narrate(records))
-    meta = results.make_meta(args.command_line, None)
-    results.dump(meta, records, args.json)
-    made = [consumer_latency_cdf(records, meta, args.figure),
-            consumer_throughput(records, meta, args.figure.with_name(args.figure.stem + "_throughput.png"))]
-    print(f"wrote {args.json}, " + ", ".join(map(str, made)))
+    meta = results.make_meta(request.command_line, None)
+    results.dump(meta, records, request.json)
+    made = [consumer_latency_cdf(records, meta, request.figure),
+            consumer_throughput(records, meta, request.figure.with_name(request.figure.stem + "_throughput.png"))]
+    print(f"wrote {request.json}, " + ", ".join(map(str, made)))
     return 0
 
 
-DEMO = Demo("consumer", "a persistent kernel serving a host-fed queue vs one launch per request", run, order=3)
+DEMO = Demo("consumer", "a persistent kernel serving a host-fed queue vs one launch per request", run, order=3,
+            takes_size=False, writes_results_here=False)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-
 from ...backend import BACKEND
 from ...profile.measure import bytes_needed
+from ...demos import DemoRequest
 from ...demos.common import TIMED_COLUMNS, DemoRun, chosen_size, results_table, workload_demo
 
-TAKES_SIZE = True  # --n / --size choose the problem size (the CLI refuses them for demos without)
 SMALLEST_GPU_N = 1 << 20
 DEMO_N = 1 << 26  # 256 MiB an array, 5x the H200's L2: DRAM-bound like the benchmark's 2^28, and the demo runs in
                   # seconds (at 2^28 it took 18 s on the H200, 2026-12-04, most of it making and copying inputs)
@@ -57,10 +55,10 @@ def narrate(records: list[dict], run: DemoRun) -> str:
     return "\n".join(lines)
 
 
-def choose_size(workload, args: argparse.Namespace):
+def choose_size(workload, request: DemoRequest):
     """--size / --n when given, else the demo's size for this device."""
-    if args.size or args.n is not None:
-        return chosen_size(workload, args), None
+    if request.sized:
+        return chosen_size(workload, request), None
     return sized_for_this_device(workload)
 
 

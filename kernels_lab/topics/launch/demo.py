@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-
 from ...backend import BACKEND
 from ...profile import results
-from ...demos import Demo
+from ...demos import Demo, DemoRequest
 from .figures import ladder
 from ...demos.common import show_committed
-
-TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size / --reps for this demo
-SIMULATOR_RESULTS = False  # the simulator draws the committed GPU results: no results file (the CLI refuses --json)
 
 
 def narrate(rungs: list[dict]) -> str:
@@ -35,21 +30,22 @@ def rung_lines(rungs: list[dict]) -> str:
                      f"device {r['device_us_per_boundary']:8.2f} us per boundary" for r in rungs)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(request: DemoRequest) -> int:
     print(f"backend: {BACKEND.describe()}")
     if not BACKEND.can_time:
         print("Nothing runs here: the simulator cannot time launches (it runs kernels as Python threads).")
         show_committed("ladder_h200.json", lambda doc: rung_lines(doc["records"]) + "\n" + narrate(doc["records"]),
-                       args.out, "launch")
+                       request.out, "launch")
         return 0
     from .bench import measure_ladder
     rungs = measure_ladder()
     print(rung_lines(rungs))
     print(narrate(rungs))
-    meta = results.make_meta(args.command_line, None)
-    results.dump(meta, rungs, args.json)
-    print(f"wrote {args.json} and {ladder(rungs, meta, args.figure)}")
+    meta = results.make_meta(request.command_line, None)
+    results.dump(meta, rungs, request.json)
+    print(f"wrote {request.json} and {ladder(rungs, meta, request.figure)}")
     return 0
 
 
-DEMO = Demo("launch", "the launch-overhead ladder: numba dispatch, pre-bound, graph, persistent step, fused", run, order=2)
+DEMO = Demo("launch", "the launch-overhead ladder: numba dispatch, pre-bound, graph, persistent step, fused", run, order=2,
+            takes_size=False, writes_results_here=False)

@@ -3,19 +3,16 @@
 
 from __future__ import annotations
 
-import argparse
 import warnings
 
 from . import rules as pdl_rules
 from ...backend import BACKEND
 from . import workload as pdl
 from ...profile import results
-from ...demos import Demo
+from ...demos import Demo, DemoRequest
 from .figures import pdl_summary, pdl_timeline
 from ...demos.common import heading, show_committed
 
-TAKES_SIZE = False  # fixed configurations: the CLI refuses --n / --size / --reps for this demo
-SIMULATOR_RESULTS = False  # the simulator draws the committed GPU results: no results file (the CLI refuses --json)
 
 RULES = (
     "PDL lets a kernel launched with the attribute start before the kernel before it has finished. The trigger\n"
@@ -54,7 +51,7 @@ def narrate(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(request: DemoRequest) -> int:
     print(f"backend: {BACKEND.describe()}")
     print(RULES)
     for g in (1, 2, 4):
@@ -72,17 +69,18 @@ def run(args: argparse.Namespace) -> int:
         for message in sorted({str(w.message) for w in said}):
             print(f"  note: {message}")
         print("  the correct variants: " + ", ".join(f"{v}: {'right' if p is None else p}" for v, p in bad.items()))
-        show_committed("pdl_h200.json", lambda doc: narrate(doc["records"]), args.out, "pdl")
+        show_committed("pdl_h200.json", lambda doc: narrate(doc["records"]), request.out, "pdl")
         return 0 if all(p is None for p in bad.values()) else 1
     from .bench import measure_pdl
     records = measure_pdl(groups=(8, 32), classes=("tiny", "large"), reps=10)  # 20 reps: 15.6 s on the H200
     print(narrate(records))
-    meta = results.make_meta(args.command_line, None)
-    results.dump(meta, records, args.json)
-    made = [pdl_timeline(records, meta, args.figure),
-            pdl_summary(records, meta, args.figure.with_name(args.figure.stem + "_e2e.png"))]
-    print(f"wrote {args.json}, " + ", ".join(map(str, made)))
+    meta = results.make_meta(request.command_line, None)
+    results.dump(meta, records, request.json)
+    made = [pdl_timeline(records, meta, request.figure),
+            pdl_summary(records, meta, request.figure.with_name(request.figure.stem + "_e2e.png"))]
+    print(f"wrote {request.json}, " + ", ".join(map(str, made)))
     return 0
 
 
-DEMO = Demo("pdl", "a group of small kernels: plain, PDL, graph, graph+PDL, grouped; with a timeline", run, order=6)
+DEMO = Demo("pdl", "a group of small kernels: plain, PDL, graph, graph+PDL, grouped; with a timeline", run, order=6,
+            takes_size=False, writes_results_here=False)
