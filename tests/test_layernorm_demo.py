@@ -1,0 +1,30 @@
+"""`kernels-lab demo layernorm` on the simulator: every variant checked and traced at a small size, its narration,
+its results file and figure, then the committed H200 numbers of the topic's study under their heading."""
+
+from __future__ import annotations
+
+import json
+
+from kernels_lab.cli import main
+from kernels_lab.demos import common, demos
+from kernels_lab.profile import results
+from kernels_lab.topics.layernorm import demo
+
+
+def test_the_demo_runs_here_and_shows_the_committed_numbers(tmp_path, capsys):
+    assert "layernorm" in demos()
+    rc = main(["demo", "layernorm", "--size", "rows=3,cols=45", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "simulator" in out and "3 launches" in out and "the bytes above were traced" in out
+    written = json.loads((tmp_path / "layernorm.json").read_text())
+    assert {r["variant"] for r in written["records"]} == {"unfused", "fused", "persistent"}
+    assert all(r["bytes_traced"] == r["bytes_model"] for r in written["records"])
+    assert "figures/data/layernorm_h200.json (committed)" in out
+
+
+def test_the_committed_table_prints_the_committed_numbers():
+    doc = results.load(common.committed_results("layernorm_h200.json"))
+    text = demo.benchmark_table(doc)
+    fused = next(r for r in doc["records"] if r["variant"] == "fused" and r["size"]["cols"] == 8192)
+    assert f"{fused['GBs']:6.0f} ({fused['of_ceiling']:4.0%})" in text and "n/a" not in text
