@@ -359,3 +359,17 @@ def test_on_a_gpu_the_residency_is_read_from_the_compiled_megakernels(rng):
         assert 32 <= held.regs_per_thread <= 255 and held.local_bytes_per_thread == 0  # w[] stayed in registers
         assert held.resident_per_sm >= 1 and held.blocks_per_sm <= held.resident_per_sm
         assert held.tiles_in_registers == (2 if mega.double_buffered else 1)
+
+
+def test_lesson_07_says_none_of_the_statements_issue_34_corrected():
+    # the project's own targets, a file that does not exist, ordering "not checked", the replaced check's words
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    source = (root / "notebooks" / "lessons" / "07_decode.py").read_text()
+    for said in ("target", "decode_kernels.py", "not checked here", "launch cost goes", "match or beat",
+                 "every one resident", "(fill ", "(launch "):
+        assert said not in source, said
+    assert "all 1 runs correct" not in (root / "notebooks" / "07_decode_solution.ipynb").read_text()
+    for source_link in ("hazyresearch.stanford.edu/blog/2025-05-27-no-bubbles", "msaroufim/megakernels-vs-cuda-graphs",
+                        "programmatic-dependent-launch", "memory-consistency-model", "cutlass/barrier.h"):
+        assert source_link in source, source_link
