@@ -2,7 +2,8 @@
 earn every point; each bug class, made from the lesson's own solution by a named mutation, loses exactly its
 check and the layernorm that uses it, with words that name its problem and no word of another's. In the
 notebook's process (lessons.judged: the grader's judge on the public case, ~1 s each); one grade through the
-grader's child (the hidden case too) for the solution and for one bug."""
+grader's child (the hidden case too) for the solution and for one bug. The same tests run on a GPU, every
+submission compiled for real: KERNELS_LAB_BACKEND=gpu python -m pytest -q tests/test_grading_welford.py"""
 
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ import pytest
 from kernels_lab import lessons
 from kernels_lab.grading.exercises import get_exercise
 from kernels_lab.grading.grade import grade
-from kernels_lab.runtime import ON_SIMULATOR, cuda
+from kernels_lab.runtime import cuda
 from kernels_lab.topics.layernorm import exercise as lx
-
-pytestmark = pytest.mark.skipif(not ON_SIMULATOR, reason="simulator grades")
 
 EX = get_exercise("welford_combine")
 FULL = dict(EX.points)

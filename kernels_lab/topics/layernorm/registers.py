@@ -42,8 +42,8 @@ def _signature(kernel: Any) -> tuple:
 
 def usage(kernel: Any, block: int) -> dict[str, Any]:
     """ptxas's count for `kernel` compiled as the variants compile it: registers, spill stores, shared memory."""
-    from numba import cuda
-    ptx, _ = cuda.compile_ptx(kernel.py_func, _signature(kernel), cc=(9, 0), fastmath=True, launch_bounds=block)
+    from ...capabilities import compile_ptx
+    ptx = compile_ptx(kernel.py_func, _signature(kernel), (9, 0), fastmath=True, launch_bounds=block)
     said, isa = _assemble(ptx), re.search(r"^\.version ([\d.]+)", ptx, re.M).group(1)
     older = re.search(r"Unsupported \.version [\d.]+; current version is '([\d.]+)'", said)
     if older:  # numba's NVVM may write a newer PTX ISA than this ptxas reads: these kernels use nothing newer
