@@ -286,8 +286,9 @@ def test_a_file_the_checks_could_not_foresee_is_one_line_and_exit_3(monkeypatch,
 def test_profile_ncu_without_ncu_exits_3_before_the_sweep(monkeypatch, tmp_path, capsys):
     import kernels_lab.profile.runs as runs
     import kernels_lab.runtime as runtime
+    from kernels_lab.backend import BACKEND
     runtime.device_facts()  # this machine's, cached before the flag below pretends otherwise
-    monkeypatch.setattr(runtime, "ON_GPU", True)  # as on a GPU machine: --ncu is allowed there
+    monkeypatch.setattr(BACKEND, "can_time", True)  # as on a GPU machine: --ncu is allowed there
     monkeypatch.setenv("PATH", str(tmp_path))  # and ncu is not on PATH
     monkeypatch.setattr(runs, "profile_workload", lambda *a, **k: pytest.fail("swept although ncu is missing"))
     rc, _, err = cli_run(capsys, "profile", "elementwise", "--sizes", "8", "--ncu", "--out", tmp_path / "o")

@@ -91,7 +91,10 @@ def describe(line: Line, size: Size) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001  (a missing residency must not cost the timing)
         found["residency_problem"] = f"{type(e).__name__}: {e}"[:400]
     if line.name in TIMELINE_LINES and (size.hidden, size.layers, size.batch) in TIMELINE_AT:
-        found["timeline"] = stamped_timeline(size, MEGAS[line.name])
+        try:
+            found["timeline"] = stamped_timeline(size, MEGAS[line.name])
+        except Exception as e:  # noqa: BLE001  (a wrong megakernel's stamped run: its check already says so)
+            found["timeline_problem"] = f"{type(e).__name__}: {e}"[:400]
     return found
 
 
