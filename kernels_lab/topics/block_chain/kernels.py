@@ -6,10 +6,10 @@ row W_l[r, 0:3G], column c standing for input (t - 1) G + c. A tile's block give
 ROW_THREADS threads; thread `lane` holds the row's columns lane, lane + ROW_THREADS, ... in registers:
 
     load_tile(W, l, tile, w)      W_l's rows of the tile -> registers (needs nothing of layer l - 1)
-    dot(x, acts, l, tile, w)      this thread's part of the tile's sums, x_l read from global memory
-    combine(tile, acc, part)      the row's parts added through shared memory (the simulator has no
-                                  shuffles; a tile is one small group: one barrier, ROW_THREADS adds)
-    finish(...)                   + bias, GELU, store x_{l+1}
+    dot(x, acts, l, tile, w, acc) this thread's part of the tile's sums, x_l read from global memory
+    combine(tile, acc, part)      decode's: the row's parts added through shared memory (ROW_THREADS of them,
+                                  no shuffle stage: decode's geometry with slot_lanes 1, rows = G)
+    finish(...)                   decode's: + bias, GELU, store x_{l+1}
 
 What sits between load_tile and dot is what the variants differ in: a kernel boundary (fused, graph),
 griddepcontrol.wait (graph_pdl), or the acquire polls of the three tiles of layer l - 1 that the
@@ -27,8 +27,8 @@ import numpy as np
 from ...backend import BACKEND
 from ...intrinsics import grid_dependency_wait, launch_dependents
 from ...runtime import cuda
+from ..decode import kernels as dk
 from ..decode.kernels import signal_release, wait_acquire
-from ..elementwise.workload import gelu
 
 ROW_THREADS = BACKEND.size(gpu=4, simulator=2)  # threads per unit (row of W): 3G / 4 = 24 weights each at G = 32
 MAX_WEIGHTS = 64                                 # weights per thread in registers
@@ -84,13 +84,19 @@ def too_large(geo: Geometry) -> str | None:
     return None
 
 
+def decode_geometry(geo: Geometry) -> dk.Geometry:
+    """The decode geometry whose tiles are ours: G rows of ROW_THREADS threads, batch 1, the row's parts added
+    through shared memory (no shuffle stage), so that decode's load_bias, combine and finish serve as they are."""
+    return dk.geometry(geo.hidden, 1, threads=geo.threads, slot_lanes=1, row_threads=geo.row_threads)
+
+
 @dataclass(frozen=True)
 class TileOps:
-    load_tile: Any   # (W, l, tile, w)
-    load_bias: Any   # (bias, l, tile) -> the unit's bias in its writer, 0 elsewhere
-    dot: Any         # (x, acts, l, tile, w) -> this thread's part of its unit's sum
-    combine: Any     # (tile, acc, part) -> (unit, writer, total): one block barrier
-    finish: Any      # (bb, acts, out, l, layers, r, total): + bias, GELU, store
+    load_tile: Any   # (W, l, tile, w): the tile's band of W_l -> registers
+    dot: Any         # (x, acts, l, tile, w, acc): acc[0] = this thread's part of its unit's sum
+    load_bias: Any   # decode's: (bias, l, tile) -> the unit's bias in its writer, 0 elsewhere
+    combine: Any     # decode's: (tile, acc, part) -> (unit, writer), acc[0] the unit's sum in its writer
+    finish: Any      # decode's: (bb, acts, out, l, layers, r, acc): + bias, GELU, store
 
 
 @lru_cache(maxsize=None)
@@ -110,51 +116,21 @@ def tile_ops(geo: Geometry) -> TileOps:
                     w[k] = W[(l * H + r) * BAND + c]
 
     @BACKEND.jit(device=True, **_INLINE)
-    def load_bias(bias, l, tile):
-        tid = cuda.threadIdx.x
-        r = tile * G + tid // TPR
-        if tid % TPR == 0 and r < H:
-            return bias[l * H + r]
-        return np.float32(0)
-
-    @BACKEND.jit(device=True, **_INLINE)
-    def dot(x, acts, l, tile, w):
+    def dot(x, acts, l, tile, w, acc):
         tid = cuda.threadIdx.x
         r = tile * G + tid // TPR
         first = (tile - 1) * G
         src = x if l == 0 else acts  # layer l's input: x, else the layer before's output
         base = 0 if l == 0 else (l - 1) * H
-        acc = np.float32(0)
+        acc[0] = np.float32(0)
         if r < H:
             for k in range(K):
                 c = tid % TPR + TPR * k
                 if (EXACT or c < BAND) and first + c >= 0 and first + c < H:
-                    acc += w[k] * src[base + first + c]
-        return acc
+                    acc[0] += w[k] * src[base + first + c]
 
-    @BACKEND.jit(device=True, **_INLINE)
-    def combine(tile, acc, part):
-        tid = cuda.threadIdx.x
-        r = tile * G + tid // TPR
-        part[tid] = acc
-        cuda.syncthreads()
-        writer = tid % TPR == 0 and r < H
-        total = np.float32(0)
-        if writer:
-            for q in range(TPR):
-                total += part[tid + q]
-        cuda.syncthreads()  # part is written again by the block's next tile
-        return r, writer, total
-
-    @BACKEND.jit(device=True, **_INLINE)
-    def finish(bb, acts, out, l, layers, r, total):
-        y = gelu(total + bb, bb, bb)
-        if l == layers - 1:
-            out[r] = y
-        else:
-            acts[l * H + r] = y
-
-    return TileOps(load_tile, load_bias, dot, combine, finish)
+    shared = dk.tile_ops(decode_geometry(geo))
+    return TileOps(load_tile, dot, shared.load_bias, shared.combine, shared.finish)
 
 
 @BACKEND.jit(device=True, **_INLINE)
@@ -182,43 +158,49 @@ class ChainKernels:
 @lru_cache(maxsize=None)
 def kernels(geo: Geometry) -> ChainKernels:
     """The kernels for one geometry (its numbers compile-time constants: w[] stays in registers)."""
-    H, T, K, THREADS = geo.hidden, geo.tiles, geo.per_thread, geo.threads
+    H, T, K, G, TPR = geo.hidden, geo.tiles, geo.per_thread, geo.group, geo.row_threads
     ops = tile_ops(geo)
     load_tile, load_bias, dot, combine, finish = ops.load_tile, ops.load_bias, ops.dot, ops.combine, ops.finish
 
     def chain_matvec(W, x, acts, l, z):
         # unfused, the first of three kernels per layer: z = W_l x_l through memory
         w = cuda.local.array(K, np.float32)
-        part = cuda.shared.array(THREADS, np.float32)
+        acc = cuda.local.array(1, np.float32)
+        part = cuda.shared.array((G, TPR, 1), np.float32)
         tile = cuda.blockIdx.x
         load_tile(W, l, tile, w)
-        r, writer, total = combine(tile, dot(x, acts, l, tile, w), part)
+        dot(x, acts, l, tile, w, acc)
+        r, writer = combine(tile, acc, part)
         if writer:
-            z[r] = total
+            z[r] = acc[0]
 
     def chain_layer(W, bias, x, acts, out, l):
         w = cuda.local.array(K, np.float32)
-        part = cuda.shared.array(THREADS, np.float32)
+        acc = cuda.local.array(1, np.float32)
+        part = cuda.shared.array((G, TPR, 1), np.float32)
         tile = cuda.blockIdx.x
         load_tile(W, l, tile, w)
         bb = load_bias(bias, l, tile)
-        r, writer, total = combine(tile, dot(x, acts, l, tile, w), part)
+        dot(x, acts, l, tile, w, acc)
+        r, writer = combine(tile, acc, part)
         if writer:
-            finish(bb, acts, out, l, bias.size // H, r, total)
+            finish(bb, acts, out, l, bias.size // H, r, acc)
 
     def chain_layer_pdl(W, bias, x, acts, out, l, trigger):
         # the weights and bias do not depend on the layer before: loaded while it still runs
         w = cuda.local.array(K, np.float32)
-        part = cuda.shared.array(THREADS, np.float32)
+        acc = cuda.local.array(1, np.float32)
+        part = cuda.shared.array((G, TPR, 1), np.float32)
         tile = cuda.blockIdx.x
         load_tile(W, l, tile, w)
         bb = load_bias(bias, l, tile)
         if trigger:
             launch_dependents()
         grid_dependency_wait()  # the whole layer before has finished and flushed: all of it, not 3 tiles
-        r, writer, total = combine(tile, dot(x, acts, l, tile, w), part)
+        dot(x, acts, l, tile, w, acc)
+        r, writer = combine(tile, acc, part)
         if writer:
-            finish(bb, acts, out, l, bias.size // H, r, total)
+            finish(bb, acts, out, l, bias.size // H, r, acc)
 
     def chain_megakernel(W, bias, x, acts, out, counters, status, spin_limit):
         # the layers' tiles in layer-major order, item k = l * T + tile, split into gridDim.x contiguous runs:
@@ -226,12 +208,14 @@ def kernels(geo: Geometry) -> ChainKernels:
         # order (an earlier block, or earlier in its own run), so blocks that run one after another finish too.
         # counters[k] counts item k done (0 or 1), counters[N] the blocks done.
         w = cuda.local.array(K, np.float32)
-        part = cuda.shared.array(THREADS, np.float32)
+        acc = cuda.local.array(1, np.float32)
+        part = cuda.shared.array((G, TPR, 1), np.float32)
         last = cuda.shared.array(1, np.int32)
         layers = bias.size // H
         n = layers * T
         tid, blk, grid = cuda.threadIdx.x, cuda.blockIdx.x, cuda.gridDim.x
-        for k in range(blk * n // grid, (blk + 1) * n // grid):
+        end = (blk + 1) * n // grid
+        for k in range(blk * n // grid, end):
             l, tile = k // T, k % T
             load_tile(W, l, tile, w)  # before the wait: W_l needs nothing of layer l - 1
             bb = load_bias(bias, l, tile)
@@ -244,12 +228,15 @@ def kernels(geo: Geometry) -> ChainKernels:
                     if tid == 0:
                         status[0] = l  # a tile of layer l - 1 never came: an error for the host, never a hang
                     break
-            r, writer, total = combine(tile, dot(x, acts, l, tile, w), part)
+            dot(x, acts, l, tile, w, acc)
+            r, writer = combine(tile, acc, part)
             if writer:
-                finish(bb, acts, out, l, layers, r, total)
+                finish(bb, acts, out, l, layers, r, acc)
             cuda.syncthreads()  # every store of the tile is issued, then released with its count
             if tid == 0:
                 signal_release(counters, k)
+            if k + 1 < end:
+                cuda.syncthreads()  # the block's next tile may read this one: its pollers start after the count
         retire(counters, n, last)
 
     built = {fn.__name__: BACKEND.jit(fn, fastmath=True)
