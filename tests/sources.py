@@ -11,7 +11,8 @@ from kernels_lab.lessons import solution_source
 SUBMISSIONS = Path(__file__).parent / "submissions"
 LESSON_SOLUTIONS = {"fuse_correct": "fuse_chain", "persistent_correct": "persistent_chain",
                     "block_sums_correct": "block_sums", "two_launches_correct": "two_launches",
-                    "softmax_correct": "fused_softmax", "rnn_correct": "rnn_step"}
+                    "softmax_correct": "fused_softmax", "rnn_correct": "rnn_step",
+                    "cluster_correct": "cluster_combine"}
 
 
 def submission(name: str) -> str:

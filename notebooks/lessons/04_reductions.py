@@ -507,6 +507,147 @@ for (rows, cols), got in shape.items():
     print(f"{rows:>6} x {cols:<6}" + "".join(f"{c:>{n}}" for c, n in zip(cells, (19, 6, 11, 9, 12, 16, 7, 8))))
 
 # %% [markdown]
+# ## Long rows in a thread-block cluster
+# Why one block cannot hold a long row: a block runs on **one SM**, and an SM has a fixed store on chip: a
+# register file of 64K 32-bit registers (256 KiB) and at most 228 KiB of shared memory on Hopper, shared by
+# every block resident there. A row held on chip for its one read must fit there, next to everything else;
+# `fused` holds at most 1024 threads x 32 floats, and `split` spreads a wider row over several SMs that meet
+# through global memory (a store, a fence, a flag and polls per block and row: the exchange above).
+#
+# On compute capability 9.0 (Hopper) the GPU offers a middle ground: a **thread-block cluster** of k blocks
+# (k <= 8 portable, 16 with an opt-in) that the hardware starts together on one GPC (a group of SMs). The
+# blocks of a cluster can read and write each other's shared memory (**distributed shared memory**, DSMEM:
+# `mapa` maps an address into block r's window, `ld/st.shared::cluster` reach it) and wait at **one hardware
+# barrier** of all their threads (`barrier.cluster.arrive.release` / `wait.acquire`). numba has neither;
+# `kernels_lab/clusters.py` adds them as intrinsics (`cluster_rank`, `cluster_size`, `dsmem_load`,
+# `dsmem_store`, `cluster_sync`, ...) and launches through the driver with the cluster attribute.
+#
+# | exchange of the k pairs | global memory (`split`) | DSMEM (`cluster`) |
+# |---|---|---|
+# | where the pairs go | L2 / DRAM, 12 bytes a block and row | the peers' shared memory, on the GPC |
+# | how a block knows they arrived | release flag, bounded acquire polls | one cluster barrier |
+# | blocks of a row resident at once | the grid must be persistent (resident), checked | guaranteed by the launch |
+#
+# The cluster softmax (`kernels_lab/topics/softmax/cluster.py`): each block folds its slice into (m, d),
+# stores the pair into every peer's shared memory, waits at the cluster barrier once, and combines the k
+# pairs from its own shared memory; two slots (row parity) let it skip the barrier after the reads. The
+# simulator runs a cluster's blocks side by side, DSMEM as the other block's shared array, the barrier a
+# real one: the same kernel, at small widths.
+
+# %%
+from kernels_lab.clusters import cluster_refusal
+from kernels_lab.topics.softmax import cluster as cl
+small = w.size(rows=3, cols=203)
+inputs = w.make_inputs(small, np.random.default_rng(8))
+outputs = poisoned(w.output_specs(small))
+shape = cl.cluster_shape(small.cols)
+if cluster_refusal() is None:
+    cl.bind_cluster(to_device(inputs), outputs)()
+    err = np.abs(outputs["out"].copy_to_host() - w.reference(inputs)["out"]).max()
+    print(f"{small}: clusters of {shape.slices} blocks x {shape.threads} threads, max error {err:.1e}")
+else:
+    print(cluster_refusal())
+print("the layout per width (blocks x threads x 4-float chunks), the best of every layout measured below:")
+for cols in (8192, 16384, 32768, 50257, 65536, 131072, 262144):
+    s = cl.cluster_shape(cols)
+    print(f"  {cols:>6} columns: {s.slices:>2} x {s.threads:>4} x {s.chunks}  = {4 * s.threads * s.chunks:>5} "
+          f"floats a block, {4 * 4 * s.threads * s.chunks // 1024} KiB of registers")
+
+# %% [markdown]
+# ### Measured on an H200
+# `kernels_lab/topics/softmax/cluster_probe.py` checked every layout (1 to 16 blocks a cluster, 128 to 1024
+# threads a block) against float64 and timed it beside `split` and torch.softmax, at 256 MiB of x per width
+# (fraction of the copy ceiling measured in the same run; every GB/s counts 8 bytes an element). Best cluster
+# size per width:
+#
+# ![the best layout per cluster size, against the row width](../figures/softmax_cluster_h200_clusters.png)
+
+# %%
+probe = lessons.committed("softmax_cluster_h200.json")
+by_width = {}
+for r in probe["records"]:
+    if r["workload"] == "softmax":
+        by_width.setdefault(r["cols"], []).append(r)
+print(f"{probe['meta']['device']}, copy ceiling {probe['meta']['ceiling_GBs']:.0f} GB/s")
+print(f"{'cols':>7}{'best layout':>17}{'of ceiling':>11}{'vs torch':>9}{'split':>7}{'torch':>7}   >= 0.90?")
+short = []
+for cols, rs in sorted(by_width.items()):
+    layouts = [r for r in rs if r["version"].startswith("cluster")]
+    best = max(layouts, key=lambda r: r["of_ceiling"])
+    split = next(r for r in rs if r["version"].startswith("split"))
+    torch = next(r for r in rs if r["version"] == "torch.softmax")
+    met = best["of_ceiling"] >= 0.90
+    short += [] if met else [(cols, best, torch)]
+    print(f"{cols:>7}{best['version'].split()[0]:>17}{best['of_ceiling']:>11.2f}{best['vs_torch']:>8.2f}x"
+          f"{split['of_ceiling']:>7.2f}{torch['of_ceiling']:>7.2f}   {'yes' if met else 'no'}")
+
+# %% [markdown]
+# The issue's target was 0.90 of the copy ceiling at every width. What this run shows about where it is
+# missed: the best layout holds 32 floats a thread at every width (1024-thread blocks are always far behind),
+# torch.softmax falls from its best share too, and a bigger cluster fits fewer blocks on the GPU at once
+# (the probe's `cuOccupancyMaxActiveClusters` for its small kernel: a cluster must fit on one GPC). What it
+# does not show is which of these costs the time: this run had no persistent-grid line and no profile.
+
+# %%
+for cols, best, torch in short:
+    print(f"{cols:>7}: best {best['of_ceiling']:.2f} of the ceiling, {best['vs_torch']:.2f}x torch.softmax "
+          f"(torch itself {torch['of_ceiling']:.2f})")
+for p in probe["probes"]:
+    if "cluster" in p:
+        print(f"clusters of {p['cluster']:>2} blocks (64 threads): {p['max_active_clusters']:>4} at once "
+              f"= {p['cluster'] * p['max_active_clusters']} blocks resident")
+
+# %% [markdown]
+# ### Exercise 4: the cluster's combine
+# Write `cluster_combine(pair_m, pair_d)` for the grader's exercise `cluster_combine`: a device function that
+# every thread of every block of a cluster calls, after thread 0 has written its block's pair to `pair_m[0]`,
+# `pair_d[0]` (shared arrays of one float). It returns the cluster's (M, D) in every thread: read every block's
+# pair with `dsmem_load(pair_m, 0, rank)`, rank 0 .. `cluster_size() - 1`, and fold them with exercise 1's
+# `combine`. Two barriers matter: **before** the first read (a peer may not have written its pair yet) and
+# **after** the last (once you return, the caller overwrites its pair with the next row's, or its block
+# leaves and its shared memory is gone). The check runs clusters of 2, 3 and 4 blocks three times: with its
+# own barriers around your call; with the last rank writing late and no barrier of its own before; with
+# each pair poisoned as soon as the call returns (on the simulator the higher ranks' loads are slowed, so
+# a missing barrier shows; on a GPU the PTX must show a `barrier.cluster.wait` after the last
+# `ld.shared::cluster`).
+
+# %%
+print(get_exercise("cluster_combine").signature)
+
+# %% tags=["stub"]
+from kernels_lab.clusters import cluster_size, cluster_sync, dsmem_load
+
+
+@cuda.jit(device=True)
+def cluster_combine(pair_m, pair_d):
+    # YOUR CODE: wait, read every rank's pair, combine them, wait; return (M, D)
+    return pair_m[0], pair_d[0]
+
+
+# %% tags=["exercise"]
+# EXERCISE: cluster_combine
+from kernels_lab.clusters import cluster_size, cluster_sync, dsmem_load
+
+
+@cuda.jit(device=True)
+def cluster_combine(pair_m, pair_d):
+    cluster_sync()  # every block's pair is written
+    m = dsmem_load(pair_m, 0, 0)
+    s = dsmem_load(pair_d, 0, 0)
+    for r in range(1, cluster_size()):
+        m2 = dsmem_load(pair_m, 0, r)
+        s2 = dsmem_load(pair_d, 0, r)
+        big = max(m, m2)
+        s = s * math.exp(m - big) + s2 * math.exp(m2 - big)
+        m = big
+    cluster_sync()  # nobody overwrites or leaves while another block still reads its pair
+    return m, s
+
+
+# %%
+print(cluster_refusal() or lessons.check("cluster_combine", globals().get("cluster_combine")))
+
+# %% [markdown]
 # ## Summary
 # - A reduction makes every output of a row wait for the whole row: unfused, the row crosses DRAM five
 #   times (20 B/element); fused, twice (8); online, three times by the plan (12), fewer when L2 still
@@ -520,3 +661,7 @@ for (rows, cols), got in shape.items():
 # - A row too long for one block can be split across k blocks that meet through global memory (pairs,
 #   flags, bounded acquire polls) inside one launch: the grid must be resident at once, so it is a
 #   persistent kernel, one row group at a time.
+# - Past what one SM holds, a **thread-block cluster** (Hopper) keeps the row on chip across k SMs of one
+#   GPC: the pairs travel through distributed shared memory and meet at one hardware barrier, with a barrier
+#   before the first read of a peer and one after the last (or two slots); the table above says how close to
+#   the copy ceiling that came, and where not.
