@@ -451,8 +451,9 @@ for r in recs:
 # stream reaches the copy ceiling only while `ceiling x latency` bytes are in flight, so what matters is
 # how many weight bytes each SM has asked for at once. The megakernel's block holds one tile in registers
 # and runs **load -> wait -> compute -> release** for it: the next tile's loads can only go into the
-# registers once this tile's sums are done, so through the wait, the sums, the stores and the release
-# round trip its SM has only the next tile's L2 prefetch in flight. `graph_pdl`'s blocks also hold one
+# registers once this tile's sums are done, so once this tile has landed, through the rest of the wait,
+# the sums, the stores and the release round trip, the block has only the next tile's L2 prefetch in
+# flight. `graph_pdl`'s blocks also hold one
 # tile, but each block ends after its tile and another, of this layer or (with PDL) already of the next,
 # starts in its place and issues its weight loads before it waits.
 #
