@@ -14,6 +14,10 @@ Useful bytes: the weights and biases read once, x read and out written. GBs_weig
 (hidden 1024, 8 layers: 32 MB in the H200's 60 MiB) back-to-back passes read them from L2 instead. Every record
 also carries its kernel's residency on a GPU (registers, blocks an SM holds, weight bytes in flight per SM:
 occupancy.py), and the three registered megakernels their own %globaltimer timeline at hidden 1024 and 4096.
+
+Groups, in the order they run (a run cut short keeps the first): targets (1024 and 2048, 8 layers, batch 1),
+deficit (4096, 8 layers, batch 1: the sweep's versions too), sweep (the other 15 sizes, no torch.compile);
+`kernels-lab bench decode --group targets,deficit` runs the first two alone.
 """
 
 from __future__ import annotations
@@ -42,11 +46,12 @@ TIMELINE_LINES = ("megakernel", "megakernel_db", "megakernel_marked")
 HALF_BLOCK = BACKEND.size(gpu=128, simulator=4)      # half the registered blocks' threads (dk.THREADS)
 WIDE_ROW = BACKEND.size(gpu=64, simulator=8)         # twice the fewest threads a row (dk.ROW_THREADS)
 MEGAS: dict[str, Mega] = {
-    "megakernel": decode.EXERCISE_MEGA, "megakernel_db": decode.DB_MEGA, "megakernel_marked": decode.MARKED_MEGA,
+    "megakernel": decode.EXERCISE_MEGA, "megakernel_db": decode.DB_MEGA, "megakernel_db_p0": decode.DB_P0_MEGA,
+    "megakernel_marked": decode.MARKED_MEGA,
     **{f"megakernel_{k}sm": Mega(per_sm=k) for k in (1, 4) if k != decode.MEGA_BLOCKS_PER_SM},
     "megakernel_t128": Mega(per_sm=4, threads=HALF_BLOCK),
     "megakernel_marked_lb2": Mega(double_buffered=True, marked=True, min_blocks=2),
-    **{f"megakernel_db_p{p}": Mega(double_buffered=True, prefetch=p) for p in (0, 2, 4) if p != decode.DB_PREFETCH},
+    **{f"megakernel_db_p{p}": Mega(double_buffered=True, prefetch=p) for p in (2, 4)},
     "megakernel_db_1sm": Mega(per_sm=1, double_buffered=True),
     "megakernel_db_rt64": Mega(double_buffered=True, row_threads=WIDE_ROW),
     "megakernel_db_t128": Mega(per_sm=4, threads=HALF_BLOCK, double_buffered=True),
@@ -55,12 +60,12 @@ ABOUT = {
     "megakernel_1sm": "megakernel, 1 block per SM", "megakernel_4sm": "megakernel, 4 blocks per SM",
     "megakernel_t128": "megakernel, 4 blocks of 128 threads per SM",
     "megakernel_marked_lb2": "megakernel_marked, registers capped for 2 blocks per SM (launch bounds)",
-    **{f"megakernel_db_p{p}": f"megakernel_db, {p} tile(s) asked of L2 beyond its two" for p in (0, 2, 4)},
+    **{f"megakernel_db_p{p}": f"megakernel_db, {p} tiles asked of L2 beyond its two" for p in (2, 4)},
     "megakernel_db_1sm": "megakernel_db, 1 block per SM",
     "megakernel_db_rt64": "megakernel_db, 64 threads a row: two 4-row tiles (64 KB each) a block",
     "megakernel_db_t128": "megakernel_db, 4 blocks of 128 threads per SM",
 }
-DB_SWEEP = ("megakernel_db_p0", "megakernel_db_p2", "megakernel_db_p4", "megakernel_db_1sm", "megakernel_db_rt64",
+DB_SWEEP = ("megakernel_db_p2", "megakernel_db_p4", "megakernel_db_1sm", "megakernel_db_rt64",
             "megakernel_db_t128")
 
 
@@ -68,10 +73,8 @@ def _version(name: str, fits) -> Line:
     return version(name, decode.megakernel_variant(name, MEGAS[name], ABOUT[name]), ABOUT[name], fits=fits)
 
 
-# a shape registered since (megakernel_db_p0, say) is a registered line, not a version
-MEGA_VERSIONS = tuple(_version(n, lambda size: size.batch == 1) for n in ABOUT
-                      if n not in DB_SWEEP and n not in W.variants)
-SWEEP_VERSIONS = tuple(_version(n, None) for n in DB_SWEEP if n not in W.variants)
+MEGA_VERSIONS = tuple(_version(n, lambda size: size.batch == 1) for n in ABOUT if n not in DB_SWEEP)
+SWEEP_VERSIONS = tuple(_version(n, None) for n in DB_SWEEP)
 
 
 # -- what each record carries beside its times ------------------------------------------------------------
