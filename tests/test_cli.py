@@ -6,6 +6,7 @@ the back-end environment variables need a fresh process each, since the back-end
 at import.
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -169,6 +170,28 @@ def test_the_fixed_configuration_demos_draw_the_committed_results_into_out(name,
     assert "backend:" in out and "simulator" in out.lower()
     written = sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert written and all(n.startswith(f"{name}_") and n.endswith(".png") for n in written), written
+
+
+def test_a_demo_is_handed_a_typed_request(tmp_path, capsys, monkeypatch):
+    """What a demo gets: the size as asked, the reps (the default where none were given), its results file and
+    figure inside --out, the command line; and what it says it takes decides which options are refused."""
+    import kernels_lab.demos as demos_module
+    from kernels_lab.demos import Demo, DemoRequest
+    got = []
+    fake = {"sized": Demo("sized", "takes a size", lambda r: got.append(r) or 0),
+            "fixed": Demo("fixed", "fixed configurations", lambda r: got.append(r) or 0, takes_size=False,
+                          writes_results_here=False)}
+    monkeypatch.setattr(demos_module, "demos", lambda: fake)
+    rc, _, err = cli_run(capsys, "demo", "sized", "--size", "n=37", "--out", tmp_path)
+    assert rc == 0, err
+    assert got == [DemoRequest(size="n=37", n=None, reps=30, out=tmp_path, json=tmp_path / "sized.json",
+                               figure=tmp_path / "sized.png", command_line=f"kernels-lab demo sized --size n=37 "
+                                                                           f"--out {tmp_path}")]
+    assert got[0].sized and not dataclasses.replace(got[0], size=None).sized
+    rc, _, err = cli_run(capsys, "demo", "fixed", "--reps", "3", "--out", tmp_path)
+    assert rc == 2 and "demo fixed measures fixed configurations: --reps does not apply" in err and len(got) == 1
+    rc, _, err = cli_run(capsys, "demo", "fixed", "--json", tmp_path / "f.json", "--out", tmp_path)
+    assert rc == 2 and "measures nothing on the simulator" in err and len(got) == 1
 
 
 # -- every bad input: one line, exit 2, nothing written ----------------------------------------------------
