@@ -208,8 +208,8 @@ class ClusterJudge:
                 if bad.any():
                     i = int(np.argmax(bad))
                     rows = np.asarray(p["m"], np.float64)[:k, 0], np.asarray(p["d"], np.float64)[:k, 0]
-                    return False, (f"in a cluster of {k} blocks (cluster {c}, thread {i % THREADS} of rank {i // THREADS}) "
-                                   f"the combine returned ({got_m[c, i]:.6g}, {got_d[c, i]:.6g}), expected "
+                    return False, (f"in a cluster of {k} blocks (cluster {c}, thread {i % THREADS} of rank "
+                                   f"{i // THREADS}) the combine returned ({got_m[c, i]:.6g}, {got_d[c, i]:.6g}), expected "
                                    f"({want_m[c]:.6g}, {want_d[c]:.6g})" + (_mistake(k, seed, *rows) if c == 0 else ""))
         return True, (f"(M, D) right against float64 in every thread of every block, clusters of "
                       f"{', '.join(str(p['k']) for p in plain)} blocks, two clusters each")

@@ -208,14 +208,18 @@ def time_lines(workload: str, cols: int, rows: int, useful: int, lines: list[tup
     return records
 
 
-def one_width(cols: int, reps: int, torch, ceiling: float, problems: list[str]) -> list[dict[str, Any]]:
+def one_width(cols: int, reps: int, torch, ceiling: float, problems: list[str],
+              entries: list[tuple[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """entries (name, bind): what to time beside torch (default: every layout, split, and the default layout on
+    a persistent grid)."""
     rows = max(1, X_BYTES // (4 * cols))
     size = W.size(rows=rows, cols=cols)
     check_size = W.size(rows=CHECK_ROWS, cols=cols)
-    default = cl.cluster_shape(cols)
-    entries: list[tuple[str, Any]] = [(name_of(s) + (" (default)" if s == default else ""),
-                                       lambda i, o, s=s: cl.bind_cluster(i, o, shape=s)) for s in layouts(cols)]
-    entries.append(("split (registered)", lambda i, o: sp.bind_split(i, o)))
+    default = cl.cluster_shape(cols) if entries is None else None
+    if entries is None:
+        entries = [(name_of(s) + (" (default)" if s == default else ""),
+                    lambda i, o, s=s: cl.bind_cluster(i, o, shape=s)) for s in layouts(cols)]
+        entries.append(("split (registered)", lambda i, o: sp.bind_split(i, o)))
     ok = checked_binds(cols, entries, lambda bind: check(bind, check_size, seed=cols), problems)
     x_host = W.make_inputs(size, np.random.default_rng(cols + 1))["x"]
     x = cuda.to_device(x_host)

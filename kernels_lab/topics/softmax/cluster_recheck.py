@@ -21,12 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ...core import get_workload
 from ...profile.ceiling import measure_copy_ceiling
 from ...profile.results import SCHEMA, make_meta
-from ...runtime import cuda
 from . import cluster as cl
 from . import cluster_exercise as ce
 from . import cluster_probe as cp
@@ -70,30 +66,13 @@ def previous_default(cols: int) -> cl.ClusterShape | None:
     return cl.cluster_shape(cols, slices=cl.portable_slices(cols))
 
 
-def one_width(cols: int, reps: int, torch, ceiling: float, problems: list[str]) -> list[dict[str, Any]]:
-    w = get_workload("softmax")
-    rows = max(1, cp.X_BYTES // (4 * cols))
+def entries(cols: int) -> list[tuple[str, Any]]:
+    """The new default, the previous default (where it differs) and split, as cluster_probe times them."""
     new, old = cl.cluster_shape(cols), previous_default(cols)
-    entries = [(f"{cp.name_of(new)} (default)", lambda i, o: cl.bind_cluster(i, o))]
+    found: list[tuple[str, Any]] = [(f"{cp.name_of(new)} (default)", lambda i, o: cl.bind_cluster(i, o))]
     if old is not None and old != new:
-        entries.append((f"{cp.name_of(old)} (previous default)", lambda i, o, s=old: cl.bind_cluster(i, o, shape=s)))
-    entries.append(("split (registered)", lambda i, o: sp.bind_split(i, o)))
-    ok = cp.checked_binds(cols, entries, lambda bind: cp.check(bind, w.size(rows=cp.CHECK_ROWS, cols=cols), cols),
-                          problems)
-    x_host = w.make_inputs(w.size(rows=rows, cols=cols), np.random.default_rng(cols + 1))["x"]
-    x = cuda.to_device(x_host)
-    lines = []
-    for name, bind in ok:
-        out = cuda.device_array((rows, cols), np.float32)
-        lines.append((name, bind({"x": x}, {"out": out}), lambda win, o=out: o[win].copy_to_host()))
-    holder: dict[str, Any] = {}
-    if torch is not None:
-        xt = torch.as_tensor(x, device="cuda")
-        lines.append(("torch.softmax", lambda: holder.__setitem__("t", torch.softmax(xt, dim=-1)),
-                      lambda win: holder["t"][win].cpu().numpy()))
-    rng = np.random.default_rng(7)
-    return cp.time_lines("softmax", cols, rows, cp.USEFUL, lines, lambda got: cp.check_rows(x_host, got, rng),
-                         ceiling, problems, reps)
+        found.append((f"{cp.name_of(old)} (previous default)", lambda i, o, s=old: cl.bind_cluster(i, o, shape=s)))
+    return found + [("split (registered)", lambda i, o: sp.bind_split(i, o))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     torch = cp.torch_or_none()
     records: list[dict[str, Any]] = []
     for cols in WIDTHS:
-        records += one_width(cols, args.reps, torch, ceiling, problems)
+        records += cp.one_width(cols, args.reps, torch, ceiling, problems, entries(cols))
         print(f"{cols} done at {time.time() - start:.0f} s", flush=True)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "cluster_recheck.json").write_text(json.dumps(
