@@ -11,6 +11,7 @@ from kernels_lab.topics.launch import demo as launch_overhead
 from kernels_lab.topics.consumer import demo as consumer
 from kernels_lab.topics.decode import demo as decode
 from kernels_lab.topics.elementwise import demo as elementwise
+from kernels_lab.topics.layernorm import demo as layernorm
 from kernels_lab.topics.pdl import demo as pdl
 from kernels_lab.topics.rnn import demo as rnn
 from kernels_lab.topics.softmax import demo as softmax
@@ -27,6 +28,7 @@ SHOWN = {
     "rnn": ("rnn_h200.json", rnn.benchmark_table),
     "pdl": ("pdl_h200.json", lambda doc: pdl.narrate(doc["records"])),
     "decode": ("decode_h200.json", decode.table),
+    "layernorm": ("layernorm_h200.json", layernorm.benchmark_table),
 }
 
 

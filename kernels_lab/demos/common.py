@@ -143,6 +143,38 @@ def results_table(records: Sequence[dict[str, Any]], columns: Sequence[Column]) 
 
 
 # the elementwise and softmax demos' table: who, bytes, and what a GPU measured
+def useful_rates(records: Sequence[dict[str, Any]], useful_bytes: int, ceiling: float | None) -> list[str]:
+    """Each timed record's GB/s of useful traffic (useful_bytes of it: what every variant and anchor is counted on)
+    and its share of the copy ceiling; untimed (the simulator), the sentence that says what was checked instead."""
+    if not all(r.get("time_ms") for r in records):
+        return ["The simulator cannot time kernels; the bytes above were traced element by element and match the plan."]
+    lines = []
+    for r in records:
+        useful = useful_bytes / (r["time_ms"] * 1e-3) / 1e9
+        share = f" = {useful / ceiling:.0%} of the {ceiling:.0f} GB/s copy ceiling" if ceiling else ""
+        lines.append(f"  {r['variant']:<13} {useful:6.0f} GB/s of useful traffic (one read + one write){share}")
+    return lines
+
+
+def default_rows(rows: int) -> Callable[[Workload, DemoRequest], tuple[Size, None]]:
+    """A row-wise workload demo's choose_size: --size / --n as given, else `rows` rows of the default width."""
+    def choose_size(workload: Workload, request: DemoRequest) -> tuple[Size, None]:
+        size = chosen_size(workload, request)
+        return (size if request.sized else size.replace(rows=rows)), None
+    return choose_size
+
+
+def shapes_table(records: Sequence[dict[str, Any]], names: Sequence[str], cell: Callable[[dict[str, Any]], str],
+                 width: int) -> list[str]:
+    """A header, then a line per (rows, cols) shape of the records with a column per variant in `names`: cell(its
+    record), or - where the variant did not run that shape."""
+    lines = [f"  {'rows x cols':<14}" + "".join(f"{n:>{width}}" for n in names)]
+    for rows, cols in dict.fromkeys((r["size"]["rows"], r["size"]["cols"]) for r in records):
+        at = {r["variant"]: r for r in records if (r["size"]["rows"], r["size"]["cols"]) == (rows, cols)}
+        lines.append(f"  {f'{rows} x {cols}':<14}" + "".join(f"{cell(at[n]) if n in at else '-':>{width}}" for n in names))
+    return lines
+
+
 TIMED_COLUMNS = workload_columns(13, 15) + [Column("time ms", "time_ms", 10, "{:.3f}", "n/a"),
                                             Column("GB/s", "GBs", 8, "{:.0f}", "n/a"),
                                             Column("host us/launch", "host_us_per_launch", 16, "{:.1f}", "n/a")]

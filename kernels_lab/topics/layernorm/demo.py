@@ -5,9 +5,8 @@ On a machine without a GPU it shows the committed H200 run of its study (`kernel
 from __future__ import annotations
 
 from ...backend import BACKEND
-from ...core import Size, Workload, get_workload
-from ...demos import DemoRequest
-from ...demos.common import TIMED_COLUMNS, DemoRun, chosen_size, workload_demo
+from ...core import get_workload
+from ...demos.common import TIMED_COLUMNS, DemoRun, default_rows, shapes_table, useful_rates, workload_demo
 from ...profile.study import as_before
 
 USEFUL_BYTES = 8  # per element: x read once, out written once, what every variant's GB/s is counted on (study.py)
@@ -33,15 +32,7 @@ def narrate(records: list[dict], run: DemoRun) -> str:
                      f"{by['persistent']['bytes_model'] / n:.2f} bytes per element, at a price in registers "
                      f"(lesson 08's table: fewer threads resident per SM).")
     lines += [f"{name} does not run at {size}: {why}" for name, why in refused.items()]
-    if un.get("time_ms"):
-        for r in records:
-            useful = USEFUL_BYTES * n / (r["time_ms"] * 1e-3) / 1e9
-            share = f" = {useful / ceiling:.0%} of the {ceiling:.0f} GB/s copy ceiling" if ceiling else ""
-            lines.append(f"  {r['variant']:<11} {useful:6.0f} GB/s of useful traffic (one read + one write){share}")
-    else:
-        lines.append("The simulator cannot time kernels; the bytes above were traced element by element and match "
-                     "the plan.")
-    return "\n".join(lines)
+    return "\n".join(lines + useful_rates(records, USEFUL_BYTES * n, ceiling))
 
 
 def benchmark_table(doc: dict) -> str:
@@ -50,22 +41,13 @@ def benchmark_table(doc: dict) -> str:
     doc = as_before(doc)  # a study's records, or the committed file's older kind
     ceiling = doc["meta"]["ceiling_GBs"]
     names = list(dict.fromkeys(r["variant"] for r in doc["records"]))
-    lines = [f"GB/s of useful traffic (x read once, out written once) and share of the {ceiling:.0f} GB/s copy ceiling:",
-             f"  {'rows x cols':<14}" + "".join(f"{n:>18}" for n in names)]
-    for rows, cols in dict.fromkeys((r["size"]["rows"], r["size"]["cols"]) for r in doc["records"]):
-        at = {r["variant"]: r for r in doc["records"] if (r["size"]["rows"], r["size"]["cols"]) == (rows, cols)}
-        cells = [f"{at[n]['GBs']:6.0f} ({at[n]['of_ceiling']:4.0%})" if n in at else "-" for n in names]
-        lines.append(f"  {f'{rows} x {cols}':<14}" + "".join(f"{c:>18}" for c in cells))
-    return "\n".join(lines + ["  (-: the variant does not run that shape)"])
-
-
-def choose_size(workload: Workload, request: DemoRequest) -> tuple[Size, None]:
-    """--size / --n, else DEMO_ROWS rows of the default width."""
-    size = chosen_size(workload, request)
-    return (size if request.sized else size.replace(rows=DEMO_ROWS)), None
+    return "\n".join([f"GB/s of useful traffic (x read once, out written once) and share of the {ceiling:.0f} GB/s "
+                      f"copy ceiling:",
+                      *shapes_table(doc["records"], names, lambda r: f"{r['GBs']:6.0f} ({r['of_ceiling']:4.0%})", 18),
+                      "  (-: the variant does not run that shape)"])
 
 
 DEMO = workload_demo(
     "layernorm", "layernorm over rows: unfused (3 kernels) vs the row in registers vs gamma and beta held too",
     8, narrate=narrate, columns=TIMED_COLUMNS, committed="layernorm_h200.json", committed_numbers=benchmark_table,
-    choose_size=choose_size, with_ceiling=True)
+    choose_size=default_rows(DEMO_ROWS), with_ceiling=True)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-
 from ...backend import BACKEND
 from ...core import get_workload
-from ...demos.common import TIMED_COLUMNS, DemoRun, chosen_size, workload_demo
+from ...demos.common import TIMED_COLUMNS, DemoRun, default_rows, shapes_table, useful_rates, workload_demo
 from .figures import as_drawn
 
 USEFUL_BYTES = 8  # per element: x read once, out written once, what every variant's GB/s is counted on
@@ -31,14 +29,7 @@ def narrate(records: list[dict], run: DemoRun) -> str:
     if one.get("time_ms"):
         lines.append(f"On the GPU unfused takes {un['time_ms'] / one['time_ms']:.2f}x {one['variant']}'s time "
                      f"(the bytes predict {un['bytes_model'] / one['bytes_model']:.2f}x).")
-        for r in records:
-            useful = USEFUL_BYTES * n / (r["time_ms"] * 1e-3) / 1e9
-            share = f" = {useful / ceiling:.0%} of the {ceiling:.0f} GB/s copy ceiling" if ceiling else ""
-            lines.append(f"  {r['variant']:<13} {useful:6.0f} GB/s of useful traffic (one read + one write){share}")
-    else:
-        lines.append("The simulator cannot time kernels; the bytes above were traced element by element and match "
-                     "the plan.")
-    return "\n".join(lines)
+    return "\n".join(lines + useful_rates(records, USEFUL_BYTES * n, ceiling))
 
 
 def benchmark_table(doc: dict) -> str:
@@ -49,24 +40,14 @@ def benchmark_table(doc: dict) -> str:
     recs = [r for r in doc["records"] if r.get("kind") == "softmax_shape"
             and (r.get("registered") or r["variant"] == "torch.softmax")]
     names = list(dict.fromkeys(r["variant"] for r in recs))
-    lines = [f"GB/s of useful traffic (x read once, out written once), share of the {ceiling:.0f} GB/s copy ceiling "
-             f"measured in the same run, and time against torch.softmax (above 1x: faster):",
-             f"  {'rows x cols':<14}" + "".join(f"{n:>20}" for n in names)]
-    for rows, cols in dict.fromkeys((r["size"]["rows"], r["size"]["cols"]) for r in recs):
-        at = {r["variant"]: r for r in recs if (r["size"]["rows"], r["size"]["cols"]) == (rows, cols)}
-        cells = [f"{at[n]['GBs']:5.0f} {at[n]['of_ceiling']:4.0%} {at[n]['vs_torch']:5.2f}x" if n in at else "-"
-                 for n in names]
-        lines.append(f"  {f'{rows} x {cols}':<14}" + "".join(f"{c:>20}" for c in cells))
-    return "\n".join(lines + ["  (-: the variant does not run that shape)"])
-
-
-def choose_size(workload, args: argparse.Namespace):
-    """--size / --n, else DEMO_ROWS rows of the default width."""
-    size = chosen_size(workload, args)
-    return (size if args.size else size.replace(rows=DEMO_ROWS)), None
+    return "\n".join([f"GB/s of useful traffic (x read once, out written once), share of the {ceiling:.0f} GB/s copy "
+                      f"ceiling measured in the same run, and time against torch.softmax (above 1x: faster):",
+                      *shapes_table(recs, names, lambda r: f"{r['GBs']:5.0f} {r['of_ceiling']:4.0%} {r['vs_torch']:5.2f}x",
+                                    20),
+                      "  (-: the variant does not run that shape)"])
 
 
 DEMO = workload_demo(
     "softmax", "softmax over rows: unfused (3 kernels) vs the row in shared memory, in registers, online, persistent",
     4, narrate=narrate, columns=TIMED_COLUMNS, committed="softmax_h200.json", committed_numbers=benchmark_table,
-    choose_size=choose_size, with_ceiling=True)
+    choose_size=default_rows(DEMO_ROWS), with_ceiling=True)
