@@ -144,3 +144,11 @@ def test_the_probes_catch_what_they_claim():
 def test_the_grader_gives_the_same_points_in_its_child(name, score):
     g = grade(EX, SOLUTION if name is None else mutated(name), timeout_s=120)
     assert g.outcome == "graded" and g.score == score == sum(FULL.values()) - (3 if name else 0), g.summary
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # its M2 stays 0 in layernorm: 0 / 0
+def test_a_merge_wrong_everywhere_is_not_blamed_on_precision():
+    """Returning a unchanged is wrong near 0 as far from it: the far check says so, not 'sums of squares'."""
+    tests = judged(SOLUTION.replace(RETURN, "return na, ma, qa"))
+    assert tests[lx.FAR].score == 0 and "M2 is wrong near 0 too" in tests[lx.FAR].output
+    assert "cancels" not in "\n".join(t.output for t in tests.values())

@@ -140,6 +140,8 @@ class CombineJudge:
                  EMPTY: _raised(found["empty"]) or self._empty(found["empty"]),
                  FAR: _raised(found["far"]) or self._far(*probes["far"], found["far"]),
                  ROWS: self._rows(case, job, got.ran["rows"])}
+        if not marks[FAR][0] and not marks[SPREAD][0]:  # wrong near 0 too: not a matter of precision
+            marks[FAR] = (False, marks[FAR][1].split(": near ")[0] + ": M2 is wrong near 0 too (above)")
         return [(c, *marks[c]) for c in self.checks]
 
     @staticmethod
