@@ -144,10 +144,13 @@ from kernels_lab.capabilities import compile_ptx
 from kernels_lab.topics.softmax import cluster as cl, cluster_probe as cp
 f32 = types.float32[::1]
 from kernels_lab.topics.softmax import cross_entropy_cluster as cec
+from kernels_lab.topics.layernorm import cluster as lcl
 kernels = [(cp.ranks_kernel, (f32,)), (cp.dynamic_kernel, (f32, types.int64)),
            (cl.cluster_kernel(cl.ClusterShape(4, 128, 4)), (f32, f32, types.int64, types.int64, types.int64)),
            (cec.ce_cluster_kernel(cec.ce_cluster_shape(50257)),
-            (f32, types.int32[::1], f32, types.int64, types.int64, types.int64))]
+            (f32, types.int32[::1], f32, types.int64, types.int64, types.int64)),
+           (lcl.layernorm_cluster_kernel(cl.ClusterShape(4, 128, 4)),
+            (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32))]
 for i, (k, sig) in enumerate(kernels):
     ptx = compile_ptx(k.py_func, sig, cc=(9, 0))
     open(sys.argv[1] + f"/k{i}.ptx", "w").write(ptx)
@@ -163,12 +166,12 @@ def test_the_intrinsics_compile_for_sm90_and_assemble(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(KERNELS_LAB_BACKEND="ptx", PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, "-c", PTX_CHILD, str(tmp_path)], check=True, env=env, timeout=300)
-    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(4)]
+    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(5)]
     for needed in ("%cluster_ctarank", "%cluster_nctarank", "%clusterid.x", "mapa.shared::cluster.u32",
                    "ld.shared::cluster.f32", "st.shared::cluster.f32", "barrier.cluster.arrive.release",
                    "barrier.cluster.wait.acquire"):
         assert needed in texts[0], needed
-    for text in texts[2:]:  # the softmax and cross-entropy kernels
+    for text in texts[2:]:  # the softmax, cross-entropy and layernorm kernels
         assert "st.shared::cluster.f32" in text and "barrier.cluster.wait.acquire" in text
     if shutil.which("ptxas") is None:
         return
@@ -288,3 +291,33 @@ def test_cluster_cross_entropy_matches_float64(rows, cols, clusters_, rng):
                          (x.reshape(rows * cols), labels, loss, rows, cols, shape.slice_vectors(cols)))()
     _, bad = compare("loss", outputs["loss"].copy_to_host(), w.reference(inputs)["loss"], w.tolerance)
     assert bad is None, bad
+
+
+# -- the cluster layernorm ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("what,rows,cols,slices,clusters_", [
+    ("the width's layout (several blocks a row on the simulator), odd width, a cluster per row", 3, 203, None, None),
+    ("3 blocks, 2 clusters striding over 5 rows (each statistic's slot reused)", 5, 131, 3, 2),
+    ("4 blocks, the last with no columns of the row", 2, 17, 4, None),
+])
+def test_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, rng):
+    from kernels_lab.topics.layernorm import cluster as lcl
+    w = get_workload("layernorm")
+    size = w.size(rows=rows, cols=cols)
+    inputs = w.make_inputs(size, rng)  # rows centred up to +-20: E[x^2] - mean^2 would lose digits
+    outputs = poisoned(w.output_specs(size))
+    shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=32)
+    assert (shape or cl.cluster_shape(cols)).slices > 1
+    lcl.bind_cluster(to_device(inputs), outputs, shape=shape, clusters=clusters_)()
+    _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
+    assert bad is None, f"{what}: {bad}"
+
+
+def test_the_cluster_layernorm_is_registered_and_refuses_what_it_cannot_hold():
+    w = get_workload("layernorm")
+    assert "cluster" in w.variants
+    widest = cl.MAX_CLUSTER * 1024 * 8 * 4
+    why = w.variant("cluster").why_not(w.size(rows=1, cols=widest + 4))
+    assert why is not None and "`unfused`" in why
+    plan = w.variant("cluster").plan(w.size(rows=3, cols=203))
+    assert plan.n_launches == 1 and plan.bytes_total == 4 * 3 * 203 * 4  # x, gamma, beta read; out written

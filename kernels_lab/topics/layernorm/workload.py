@@ -349,3 +349,4 @@ WORKLOAD.add(Variant("persistent", "persistent", "the fused kernel on a grid of 
                      lambda size: fused_refusal(size.cols)))
 
 from . import exercise  # noqa: E402,F401  (lesson 08's exercise: it merges partials with this workload's reference)
+from . import cluster  # noqa: E402,F401  (the cluster variant: rows split across a thread-block cluster)
