@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD KERNELS_LAB_BACKEND=gpu python3 -m kernels_lab.topics.block_chain.bench OUT_DIR
 
-About a minute on an H200, most of it compiling (numba's kernels for two widths, torch.compile's twice).
+About a minute on an H200, most of it compiling (numba's kernels for two widths, torch.compile's once).
 run_study (profile/study.py) does the work: the copy ceiling; then per size every line (our five variants,
 torch eager, torch's CUDA graph, torch.compile) checked against float64 into poisoned outputs, timed
 interleaved on CUDA events (one pass with a cold L2, median of 30; the steady state, passes back to back,

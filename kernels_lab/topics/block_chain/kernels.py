@@ -25,15 +25,17 @@ from typing import Any
 import numpy as np
 
 from ...backend import BACKEND
-from ...intrinsics import grid_dependency_wait, launch_dependents
+from ...intrinsics import float_bits, grid_dependency_wait, launch_dependents, load_marked2_sys, nanosleep
 from ...runtime import cuda
 from ..decode import kernels as dk
 from ..decode.kernels import signal_release, wait_acquire
+from ..elementwise.workload import gelu
 
 ROW_THREADS = BACKEND.size(gpu=4, simulator=2)  # threads per unit (row of W): 3G / 4 = 24 weights each at G = 32
 MAX_WEIGHTS = 64                                 # weights per thread in registers
 MAX_THREADS = 1024                               # per block: G x ROW_THREADS
 NEIGHBOURS = 3                                   # tiles of layer l - 1 a tile reads: t - 1, t, t + 1
+MEGA_BLOCKS_PER_SM = 4                           # the megakernels' launch bounds (128 registers at 128 threads)
 _INLINE = {"forceinline": True}
 
 
@@ -136,7 +138,8 @@ def tile_ops(geo: Geometry) -> TileOps:
 @BACKEND.jit(device=True, **_INLINE)
 def retire(counters, flags, last):
     """Every thread of a block that has run its list: thread 0 counts the block done (counters[flags]);
-    the last block out zeroes the flags and that count, all its threads at once, for the next launch."""
+    the last block out zeroes the flags and that count, all its threads at once, for the next launch, and
+    returns True."""
     tid = cuda.threadIdx.x
     if tid == 0:
         cuda.threadfence()  # this block's counts land before its 'done'
@@ -145,6 +148,7 @@ def retire(counters, flags, last):
     if last[0] != 0:
         for k in range(tid, flags + 1, cuda.blockDim.x):
             counters[k] = 0
+    return last[0] != 0
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,7 @@ class ChainKernels:
     layer: Any       # fused: x_{l+1} = gelu(W_l x_l + b_l), one tile per block
     layer_pdl: Any   # as layer, weights loaded before griddepcontrol.wait
     megakernel: Any  # every layer in one launch, a counter per tile
+    marked: Any      # every layer in one launch, each activation a word carrying its launch's epoch
 
 
 @lru_cache(maxsize=None)
@@ -239,7 +244,105 @@ def kernels(geo: Geometry) -> ChainKernels:
                 cuda.syncthreads()  # the block's next tile may read this one: its pollers start after the count
         retire(counters, n, last)
 
-    built = {fn.__name__: BACKEND.jit(fn, fastmath=True)
-             for fn in (chain_matvec, chain_layer, chain_layer_pdl, chain_megakernel)}
+    BAND, SLOT, PAIRS = geo.band, marked_slot(geo), geo.band // 2
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def stage(x, marks, l, tile, xs, epoch, spin_limit):
+        """The tile's 3G inputs into shared memory (0 outside [0, hidden)), each thread a share: layer 0's from x;
+        a later layer's as 16-byte pairs of marked words, all loaded at once, and again after a pause (at most
+        spin_limit more times) while any inside [0, hidden) lacks this launch's epoch. True when one never got it."""
+        tid = cuda.threadIdx.x
+        first = (tile - 1) * G
+        if l == 0:
+            for c in range(tid, BAND, cuda.blockDim.x):
+                xs[c] = x[first + c] if first + c >= 0 and first + c < H else np.float32(0)
+            return False
+        pair0 = ((l - 1) * SLOT + tile * G) // 2  # the slot's word G + j holds unit j: word tG is unit (t - 1) G
+        spins = 0
+        late = True
+        while late and spins <= spin_limit:
+            if spins > 0:
+                nanosleep(dk.POLL_SLEEP_NS)
+            late = False
+            for p in range(tid, PAIRS, cuda.blockDim.x):
+                a0, m0, a1, m1 = load_marked2_sys(marks, pair0 + p)
+                j = first + 2 * p
+                xs[2 * p] = a0 if j >= 0 and j < H else np.float32(0)
+                xs[2 * p + 1] = a1 if j + 1 >= 0 and j + 1 < H else np.float32(0)
+                late = late or (j >= 0 and j < H and m0 != epoch) or (j + 1 >= 0 and j + 1 < H and m1 != epoch)
+            spins += 1
+        return late
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def dot_staged(xs, tile, w, acc):
+        """acc[0] = this thread's part of its unit's sum, the inputs from shared memory."""
+        tid = cuda.threadIdx.x
+        r = tile * G + tid // TPR
+        first = (tile - 1) * G
+        acc[0] = np.float32(0)
+        if r < H:
+            for k in range(K):
+                c = tid % TPR + TPR * k
+                if c < BAND and first + c >= 0 and first + c < H:
+                    acc[0] += w[k] * xs[c]
+
+    def chain_megakernel_marked(W, bias, x, marks, out, counters, status, spin_limit):
+        # the items and their split as chain_megakernel's; no counter between layers: unit j of layer l < L - 1
+        # is the word marks[l * SLOT + G + j] = (epoch << 32) | its float's bits, written in one 64-bit exchange
+        # (single-copy atomic: a reader sees the old word or the new one, whole), so the value arrives with its
+        # flag. counters[0] counts the blocks done, counters[1] holds the last launch's epoch.
+        w = cuda.local.array(K, np.float32)
+        acc = cuda.local.array(1, np.float32)
+        part = cuda.shared.array((G, TPR, 1), np.float32)
+        xs = cuda.shared.array(BAND, np.float32)
+        last = cuda.shared.array(1, np.int32)
+        layers = bias.size // H
+        n = layers * T
+        tid, blk, grid = cuda.threadIdx.x, cuda.blockIdx.x, cuda.gridDim.x
+        epoch = counters[1] + 1  # this launch's
+        end = (blk + 1) * n // grid
+        for k in range(blk * n // grid, end):
+            l, tile = k // T, k % T
+            load_tile(W, l, tile, w)  # before the wait: W_l needs nothing of layer l - 1
+            bb = load_bias(bias, l, tile)
+            if cuda.syncthreads_or(np.int32(stage(x, marks, l, tile, xs, epoch, spin_limit))):
+                if tid == 0:
+                    status[0] = l  # a word of layer l - 1 never came: an error for the host, never a hang
+                break
+            dot_staged(xs, tile, w, acc)
+            r, writer = combine(tile, acc, part)
+            if writer:
+                y = gelu(acc[0] + bb, bb, bb)
+                if l == layers - 1:
+                    out[r] = y
+                else:
+                    word = (np.int64(epoch) << 32) | (np.int64(float_bits(y)) & 0xFFFFFFFF)
+                    cuda.atomic.exch(marks, l * SLOT + G + r, word)
+            if k + 1 < end:
+                cuda.syncthreads()  # the block's next tile may read this one: its loads start after these stores
+        if retire(counters, 0, last) and tid == 0:
+            counters[1] = epoch  # the next launch's blocks read it after this one has ended
+
+    built = {fn.__name__: BACKEND.jit(fn, fastmath=True) for fn in (chain_matvec, chain_layer, chain_layer_pdl)}
+    # the megakernels' registers capped so that MEGA_BLOCKS_PER_SM blocks fit an SM: a block per (layer, tile)
+    # at hidden 2048 (512 of 128 threads) is resident at once on 132 SMs (uncapped: 128 and 159 registers)
+    bounds = {"launch_bounds": (geo.threads, MEGA_BLOCKS_PER_SM)}
+    built.update({fn.__name__: BACKEND.jit(fn, fastmath=True, **bounds)
+                  for fn in (chain_megakernel, chain_megakernel_marked)})
     return ChainKernels(built["chain_matvec"], built["chain_layer"], built["chain_layer_pdl"],
-                        built["chain_megakernel"])
+                        built["chain_megakernel"], built["chain_megakernel_marked"])
+
+
+def marked_slot(geo: Geometry) -> int:
+    """Words per layer in the marked activations: a group of padding each side of the units (tile t's 3 groups are
+    the words tG .. tG + 3G of its layer, in 16-byte pairs when G is even), made even."""
+    words = (geo.tiles + 2) * geo.group
+    return words + words % 2
+
+
+def marked_fits(geo: Geometry) -> str | None:
+    """Why the marked megakernel cannot run this group, or None."""
+    if geo.group % 2:
+        return (f"group={geo.group}: the marked megakernel loads its inputs as 16-byte pairs of words, from a word "
+                f"that is a multiple of the group: an even group is required")
+    return None

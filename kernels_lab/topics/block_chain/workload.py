@@ -1,4 +1,4 @@
-"""Lesson 07's second chain: locally connected layers, where a counter per tile beats a kernel boundary.
+"""Lesson 07's second chain: locally connected layers, where a tile waits for 3 tiles, not for a whole layer.
 
     x_{l+1}[r] = gelu(b_l[r] + sum_c W_l[r, c] x_l[(g - 1) G + c])    g = r // G, c = 0 .. 3G - 1,
                                                                    terms with the input outside [0, hidden) dropped
@@ -24,25 +24,36 @@ What a layer costs (hidden 2048, G = 32: 64 tiles of 32 units; hidden 1024: 32 t
     are placed and start (lesson 06 measures ~0.85 us a boundary beyond the work); with PDL the next
     grid is already resident with its weights loaded, but griddepcontrol.wait still returns only after
     the whole previous grid has finished and flushed;
-  - a counter per tile: the producer's release add after its stores, three threads of the consumer
-    polling with acquire loads (32 ns pauses): about one more L2 round trip, no drain, no placement.
-Expected, per layer at hidden 1024-2048: graph_pdl ~2 us, the megakernel ~1.3-1.5 us; over 8 layers
-with one launch each way, megakernel / graph_pdl ~1.3-1.5x, and 2-3x against torch's CUDA graph (4
+  - a counter per tile: the producer's release add after its stores (the release waits for them to
+    reach L2), three threads of the consumer polling with acquire loads (32 ns pauses), then the
+    consumer's load of x_l: about three L2 round trips in a row, but no drain and no placement;
+  - data and flag in one word (megakernel_marked): the producer's store, the consumer's poll of those
+    very words: about two L2 round trips, nothing else.
+Expected, per layer at hidden 1024-2048: graph_pdl ~2 us, the counter megakernel ~1.5-2 us (its
+fence and its second round trip eat most of what the boundary costs), the marked one ~1-1.3 us; over
+8 layers, megakernel_marked / graph_pdl ~1.3-1.6x, and 3x or more against torch's CUDA graph (4-5
 kernels a layer: pad, bmm over the tiles, bias add, GELU). bench.py measures it (its table says which
 held); the lesson quotes the data, never these guesses.
 
 The variants, in reading order:
 
-    variant     launches      between two layers
-    unfused     3 x layers    band matvec -> z, decode's bias kernel, decode's GELU kernel
-    fused       layers        a kernel boundary: one kernel per layer, bias + GELU in its epilogue
-    graph       layers        the fused launches captured once in a CUDA graph and replayed
-    graph_pdl   layers        as graph, with PDL: each layer's weights load before griddepcontrol.wait
-    megakernel  1             every (layer, tile) in layer-major order, split into contiguous runs, one
-                              run per block (one tile per block at the GPU's sizes: every block loads its
-                              weights at once); a counter per tile, decode's protocol (signal_release:
-                              release add after a barrier; wait_acquire: bounded acquire poll); threads
-                              0-2 poll the three tiles a tile reads; the last block out zeroes the counters
+    variant            launches      between two layers
+    unfused            3 x layers    band matvec -> z, decode's bias kernel, decode's GELU kernel
+    fused              layers        a kernel boundary: one kernel per layer, bias + GELU in its epilogue
+    graph              layers        the fused launches captured once in a CUDA graph and replayed
+    graph_pdl          layers        as graph, with PDL: each layer's weights load before griddepcontrol.wait
+    megakernel         1             every (layer, tile) in layer-major order, split into contiguous runs,
+                                     one run per block (one tile per block at the GPU's sizes: every block
+                                     loads its weights at once); a counter per tile, decode's protocol
+                                     (signal_release: release add after a barrier; wait_acquire: bounded
+                                     acquire poll); threads 0-2 poll the three tiles a tile reads; the last
+                                     block out zeroes the counters
+    megakernel_marked  1             the megakernel with data and flag in one word (as decode's
+                                     megakernel_marked): each activation a 64-bit word (epoch << 32 | its
+                                     float's bits) written in one exchange; a tile stages its 3G inputs in
+                                     shared memory as 16-byte pairs of words, polling the words themselves
+                                     until each carries this launch's epoch: no fence, no counter, no second
+                                     load of x_l after the flag (an even group: the pairs must be aligned)
 
 The kernels are in kernels.py. Accuracy: W uniform with deviation 1.35 / sqrt(3G), b uniform(-0.5, 0.5),
 x standard normal: activations stay O(1); float32 sums of 3G terms against float64: ~1e-6; the tolerance
@@ -167,8 +178,8 @@ def bind_unfused(inputs, outputs, stream=0):
     launches = []
     for l in range(buf.layers):
         last = l == buf.layers - 1
-        launches += [BACKEND.launcher(buf.kernels.matvec, buf.geo.tiles, buf.geo.threads, (buf.W, buf.x, buf.acts, l, z),
-                                      stream),
+        launches += [BACKEND.launcher(buf.kernels.matvec, buf.geo.tiles, buf.geo.threads,
+                                      (buf.W, buf.x, buf.acts, l, z), stream),
                      BACKEND.launcher(dk.decode_bias, grid, dk.EW_BLOCK, (z, buf.bias, l, buf.hidden), stream),
                      BACKEND.launcher(dk.decode_gelu, grid, dk.EW_BLOCK,
                                       (z, buf.out if last else buf.acts, 0 if last else l * z.size), stream)]
@@ -214,17 +225,23 @@ def bind_graph_pdl(inputs, outputs, stream=0):
 
 # -- the megakernel: one launch, a counter per tile ------------------------------------------------------
 
-def megakernel_signature() -> tuple:
-    """The argument types the megakernel is compiled for (a GPU sizes its grid from them)."""
+def megakernel_signature(marked: bool = False) -> tuple:
+    """The argument types a megakernel is compiled for (a GPU sizes its grid from them)."""
     from numba import types
     vec = types.float32[::1]
-    return (vec, vec, vec, vec, vec, types.int32[::1], types.int32[::1], types.int64)
+    acts = types.int64[::1] if marked else vec
+    return (vec, vec, vec, acts, vec, types.int32[::1], types.int32[::1], types.int64)
 
 
-def megakernel_blocks(geo: ck.Geometry, layers: int) -> int:
+def _mega_kernel(geo: ck.Geometry, marked: bool):
+    k = ck.kernels(geo)
+    return k.marked if marked else k.megakernel
+
+
+def megakernel_blocks(geo: ck.Geometry, layers: int, marked: bool = False) -> int:
     """A block per (layer, tile) where that many are resident at once (every block loads its weights before
     any waits), else as many as are (runs of several tiles each); the simulator's persistent grid."""
-    resident = BACKEND.persistent_grid(ck.kernels(geo).megakernel, megakernel_signature(), geo.threads)
+    resident = BACKEND.persistent_grid(_mega_kernel(geo, marked), megakernel_signature(marked), geo.threads)
     return max(1, min(layers * geo.tiles, resident))
 
 
@@ -239,27 +256,52 @@ def _megakernel_bytes(size: Size, blocks: int) -> tuple[int, int]:
             F32 * (items + blocks + items + 1))
 
 
-def plan_megakernel(size: Size) -> Plan:
-    geo = geometry(size)
-    blocks = megakernel_blocks(geo, size.layers)
-    read, written = _tile_bytes(size, bias=True)
-    extra_read, extra_written = _megakernel_bytes(size, blocks)
-    return Plan((KernelLaunch(kernel_name(ck.kernels(geo).megakernel), blocks, geo.threads,
-                              size.layers * read + extra_read, size.layers * written + extra_written,
-                              read_bytes_in_flight=F32 * geo.per_thread),))
+def _marked_bytes(size: Size, blocks: int) -> tuple[int, int]:
+    """(read, written) of the marked megakernel: each layer's weights and biases; a tile of layer 0 stages the x
+    inside its 3 groups, a later one all 3G words of its 3 groups (8 bytes each: the floor, a GPU re-reads the
+    words that were not there yet); every activation but the last layer's an 8-byte exchange (read and
+    written), the last layer's a float; every thread reads the epoch, each block adds 1 to the blocks done (an
+    atomic add), the last out zeroes that count and writes the epoch."""
+    geo, L, H = geometry(size), size.layers, size.hidden
+    weights = L * F32 * (geo.band_reads() + H)
+    staged = F32 * sum(geo.columns(t) for t in range(geo.tiles)) + 8 * (L - 1) * geo.tiles * geo.band
+    exchanged = 8 * (L - 1) * H
+    return (weights + staged + exchanged + F32 * (geo.threads * blocks + BACKEND.atomic_add_reads * blocks),
+            F32 * H + exchanged + F32 * (blocks + 2))
+
+
+def _plan_mega(marked: bool):
+    def plan(size: Size) -> Plan:
+        geo = geometry(size)
+        blocks = megakernel_blocks(geo, size.layers, marked)
+        if marked:
+            read, written = _marked_bytes(size, blocks)
+        else:
+            per_layer_read, per_layer_written = _tile_bytes(size, bias=True)
+            extra_read, extra_written = _megakernel_bytes(size, blocks)
+            read, written = size.layers * per_layer_read + extra_read, size.layers * per_layer_written + extra_written
+        return Plan((KernelLaunch(kernel_name(_mega_kernel(geo, marked)), blocks, geo.threads, read, written,
+                                  read_bytes_in_flight=F32 * geo.per_thread),))
+    return plan
 
 
 class MegakernelLaunch:
-    """The megakernel bound once (counters, error flag); refuses to go on after a timed-out wait."""
+    """A megakernel bound once (counters, error flag; marked: its activations as words); refuses to go on after
+    a timed-out wait."""
 
-    def __init__(self, buf: Buffers, blocks: int, spin_limit: int, stream):
+    def __init__(self, buf: Buffers, blocks: int, spin_limit: int, stream, marked: bool = False):
         self.layers, self.tiles, self.blocks = buf.layers, buf.geo.tiles, blocks
-        self.counters = cuda.to_device(np.zeros(buf.layers * buf.geo.tiles + 1, np.int32), stream=stream)
+        # a count per tile and the blocks done; marked: the blocks done and the last launch's epoch
+        self.counters = cuda.to_device(np.zeros(2 if marked else buf.layers * buf.geo.tiles + 1, np.int32),
+                                       stream=stream)
         self.status = cuda.mapped_array(1, np.int32)  # the host reads it without a copy
         self._status = BACKEND.host_view(self.status)
         self._status[0] = 0
-        args = (*buf.chain, self.counters, self.status, np.int64(spin_limit))
-        self._launch = BACKEND.launcher(buf.kernels.megakernel, blocks, buf.geo.threads, args, stream)
+        acts = buf.acts
+        if marked:  # epoch 0 everywhere: no word carries a launch's epoch yet
+            acts = cuda.to_device(np.zeros(max(1, buf.layers - 1) * ck.marked_slot(buf.geo), np.int64), stream=stream)
+        args = (buf.W, buf.bias, buf.x, acts, buf.out, self.counters, self.status, np.int64(spin_limit))
+        self._launch = BACKEND.launcher(_mega_kernel(buf.geo, marked), blocks, buf.geo.threads, args, stream)
 
     def timed_out_at(self) -> int | None:
         """A layer whose input (a tile of the layer before) a block gave up waiting for, or None."""
@@ -278,17 +320,28 @@ class MegakernelLaunch:
         self._launch(target)
 
 
-def bind_megakernel_with(inputs, outputs, stream=0, *, blocks: int | None = None,
-                         spin_limit: int = SPIN_LIMIT) -> MegakernelLaunch:
-    """The megakernel on its default grid, or on `blocks` blocks (the tests' other splits of the items)."""
+def bind_megakernel_with(inputs, outputs, stream=0, *, blocks: int | None = None, spin_limit: int = SPIN_LIMIT,
+                         marked: bool = False) -> MegakernelLaunch:
+    """A megakernel (marked: data and flag in one word) on its default grid, or on `blocks` blocks (the tests'
+    other splits of the items)."""
     buf = Buffers(inputs, outputs, stream)
+    if marked and (why := ck.marked_fits(buf.geo)) is not None:
+        raise ArgumentError(why)
     if blocks is not None and not 1 <= blocks <= buf.layers * buf.geo.tiles:
         raise ArgumentError(f"blocks={blocks}: between 1 and the {buf.layers * buf.geo.tiles} tiles of all layers")
-    return MegakernelLaunch(buf, blocks or megakernel_blocks(buf.geo, buf.layers), spin_limit, stream)
+    return MegakernelLaunch(buf, blocks or megakernel_blocks(buf.geo, buf.layers, marked), spin_limit, stream, marked)
 
 
 def bind_megakernel(inputs, outputs, stream=0):
     return bind_megakernel_with(inputs, outputs, stream)
+
+
+def bind_megakernel_marked(inputs, outputs, stream=0):
+    return bind_megakernel_with(inputs, outputs, stream, marked=True)
+
+
+def _marked_limit(size: Size) -> str | None:
+    return _limit(size) or ck.marked_fits(geometry(size))
 
 
 WORKLOAD = register(Workload(
@@ -312,6 +365,10 @@ for _name, _pattern, _about, _plan, _bind in (
         ("graph_pdl", "pdl", "as graph, with PDL: each layer loads its weights before griddepcontrol.wait",
          _plan_layers(True), bind_graph_pdl),
         ("megakernel", "persistent", "one launch, a block per (layer, tile); a counter per tile: a tile waits only "
-         "for the 3 tiles it reads (release add after the stores, bounded acquire polls)", plan_megakernel,
+         "for the 3 tiles it reads (release add after the stores, bounded acquire polls)", _plan_mega(False),
          bind_megakernel)):
     WORKLOAD.add(Variant(_name, _pattern, _about, _plan, _bind, limit=_limit))
+WORKLOAD.add(Variant("megakernel_marked", "persistent", "megakernel with data and flag in one word: each activation "
+                     "stored with the launch's epoch in one 64-bit exchange, a tile polls the 3G words it reads "
+                     "themselves (no counter, fence or acquire between layers)", _plan_mega(True),
+                     bind_megakernel_marked, limit=_marked_limit))
