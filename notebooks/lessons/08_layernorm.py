@@ -3,7 +3,9 @@
 #
 # **Goals:** apply lesson 04's row reduction to a second problem with two statistics that depend on
 # each other; see why the variance is computed from deviations and not as E[x^2] - mean^2; see what
-# keeping gamma and beta in registers across rows buys and costs; read the H200 results against torch.
+# keeping gamma and beta in registers across rows buys and costs, read from the compiled kernels' register
+# counts; write the one-pass merge of partial statistics (Welford and Chan), the sequel to lesson 04's
+# (m, d); read the H200 results against torch.
 #
 #     out[r, c] = (x[r, c] - mean_r) / sqrt(var_r + eps) * gamma[c] + beta[c]
 #     mean_r = sum_c x[r, c] / cols,      var_r = sum_c (x[r, c] - mean_r)^2 / cols
@@ -183,8 +185,9 @@ for shape, got in held.items():
 # %% [markdown]
 # The ratios and the table weigh the two effects. Holding the weights saves accesses that were cache hits
 # (every row reads the same 2 x cols floats, and they stay in L1 and L2), so there is little to win; the
-# registers it adds (the compiler keeps fewer than the 32 floats it holds: it reuses some) cost resident
-# threads at every shape, and the persistent kernel is the slower one at every shape. Persistence pays when
+# registers it adds (fewer than the 32 floats it holds: fused's own peak already counts registers for the
+# weights it loads at the store) cost resident threads at every shape, and the persistent kernel is the
+# slower one at every shape. Persistence pays when
 # what it keeps on chip would otherwise come from DRAM (the RNN's weights, lesson 05), not when the caches
 # already keep it.
 #
@@ -200,5 +203,8 @@ for shape, got in held.items():
 # - Layernorm is two dependent reductions (mean, then variance) and an elementwise step with weights:
 #   unfused, x crosses DRAM three times plus the output; fused, once plus the output.
 # - Compute the variance from deviations: E[x^2] - mean^2 cancels in float32 for rows far from 0.
+# - In one pass, carry (n, mean, M2) and merge partials with Welford and Chan's rule: it folds in one
+#   element, merges lanes and blocks, and never forms a sum of squares.
 # - Weights every row shares can stay in registers across rows in a persistent kernel, at a price in
-#   registers; measure it: here the caches already keep them.
+#   registers that the compiler reports (ptxas -v) and occupancy follows; measure it: here the caches
+#   already keep them, and holding them is slower at every shape.
