@@ -126,10 +126,10 @@ for v in w.variants.values():
 # bytes in flight. Which effect wins depends on the width: the measurements below say.
 #
 # ## Measured on an H200 (committed results)
-# `kernels-lab bench layernorm` (the topic's study, `kernels_lab/topics/layernorm/study.py`) timed every
-# variant, torch's `F.layer_norm` and a `torch.compile`d one at four shapes with a cold L2, interleaved, after
-# checking each variant against float64; every GB/s counts one read and one write of x (8 bytes per element)
-# for everyone.
+# Every variant, torch's `F.layer_norm` and a `torch.compile`d one at four shapes with a cold L2, interleaved,
+# after checking each variant against float64; every GB/s counts one read and one write of x (8 bytes per
+# element) for everyone. The committed run's command is printed below; `kernels-lab bench layernorm` (the
+# topic's study, `kernels_lab/topics/layernorm/study.py`) measures the same lines today.
 
 # %%
 res = lessons.committed("layernorm_h200.json")
@@ -139,7 +139,8 @@ for r in res["records"]:
     shapes.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["variant"]] = r
 names = [n for n in ("unfused", "fused", "persistent", "torch.layer_norm", "torch.compile")
          if any(n in got for got in shapes.values())]
-print(f"{res['meta']['device']}, {res['meta']['date'][:10]}, copy ceiling {ceiling:.0f} GB/s\n")
+print(f"{res['meta']['device']}, {res['meta']['date'][:10]}, copy ceiling {ceiling:.0f} GB/s "
+      f"(measured by `{res['meta']['command']}`)\n")
 print(f"{'rows x cols':<14}" + "".join(f"{n:>18}" for n in names) + "   (GB/s, share of the ceiling)")
 for (rows, cols), got in shapes.items():
     cells = [f"{got[n]['GBs']:8.0f} ({got[n]['of_ceiling']:4.0%})" if n in got else f"{'-':>18}" for n in names]
