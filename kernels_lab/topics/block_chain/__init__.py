@@ -2,4 +2,4 @@
 lesson 07's dense decode chain): where a counter per tile beats a kernel boundary. workload.py (the
 specification and variants), kernels.py (the device code), study.py, bench.py (the GPU run)."""
 
-ORDER = 7.5  # beside lesson 07's decode chain
+ORDER = 7  # lesson 07, beside the decode chain
