@@ -31,6 +31,9 @@ def narrate(records: list[dict], run: DemoRun) -> str:
         lines.append(f"persistent also holds gamma and beta in registers across rows: "
                      f"{by['persistent']['bytes_model'] / n:.2f} bytes per element, at a price in registers "
                      f"(lesson 08's table: fewer threads resident per SM).")
+    if "cluster" in by:
+        lines.append(f"cluster splits each row across the blocks of a thread-block cluster, which swap their partial "
+                     f"sums through distributed shared memory: {by['cluster']['bytes_model'] / n:.2f} bytes per element.")
     lines += [f"{name} does not run at {size}: {why}" for name, why in refused.items()]
     return "\n".join(lines + useful_rates(records, USEFUL_BYTES * n, ceiling))
 
