@@ -9,7 +9,10 @@ cluster_combine on the GPU, and re-time the new default layout beside the previo
 2. at 32768, 65536 and 131072 columns (256 MiB of x): the default layout (cluster.cluster_shape, the best
    measured) and the previous default (k = portable_slices, the fewest threads), `split` and torch.softmax,
    each checked against float64 into poisoned outputs first, timed interleaved, re-checked after;
-3. OUT_DIR/cluster_recheck.json (command, device, date, versions) and a table last. About 60-80 s on an H200.
+3. layernorm's cluster variant at 65536 and 131072 columns (past `fused`'s 16384): checked against float64 into
+   poisoned outputs, timed beside `unfused` and torch's layer_norm (GB/s counting x read once, out written once);
+4. OUT_DIR/cluster_recheck.json (command, device, date, versions; rewritten after every stage) and a table last.
+   About 60-80 s on an H200.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ...arrays import poisoned, to_device
+from ...checks import compare
+from ...core import get_workload
 from ...profile.ceiling import measure_copy_ceiling
 from ...profile.results import SCHEMA, make_meta
 from . import cluster as cl
@@ -75,6 +83,46 @@ def entries(cols: int) -> list[tuple[str, Any]]:
     return found + [("split (registered)", lambda i, o: sp.bind_split(i, o))]
 
 
+LN_WIDTHS = (65536, 131072)
+
+
+def layernorm_width(cols: int, reps: int, torch, ceiling: float, problems: list[str]) -> list[dict[str, Any]]:
+    """layernorm's cluster and unfused variants and torch's layer_norm at one width, 256 MiB of x."""
+    w = get_workload("layernorm")
+    rows = max(1, cp.X_BYTES // (4 * cols))
+
+    def check(bind) -> str | None:
+        inputs = w.make_inputs(w.size(rows=cp.CHECK_ROWS, cols=cols), np.random.default_rng(cols))
+        outputs = poisoned(w.output_specs(w.size(rows=cp.CHECK_ROWS, cols=cols)))
+        bind(to_device(inputs), outputs)()
+        _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
+        return None if bad is None else f"{bad.bad} bad, first out{list(bad.index)}"
+    ok = cp.checked_binds(cols, [(f"layernorm {n}", w.variant(n).bind) for n in ("cluster", "unfused")], check,
+                          problems)
+    inputs = w.make_inputs(w.size(rows=rows, cols=cols), np.random.default_rng(cols + 3))
+    device = to_device(inputs)
+    lines = []
+    for name, bind in ok:
+        out = poisoned(w.output_specs(w.size(rows=rows, cols=cols)))
+        lines.append((name, bind(device, out), lambda win, o=out["out"]: o[win].copy_to_host()))
+    holder: dict[str, Any] = {}
+    if torch is not None:
+        xt, gt, bt = (torch.as_tensor(device[k], device="cuda") for k in ("x", "gamma", "beta"))
+        lines.append(("torch layer_norm", lambda: holder.__setitem__(
+            "t", torch.nn.functional.layer_norm(xt, (cols,), gt, bt, eps=1e-5)),
+            lambda win: holder["t"][win].cpu().numpy()))
+    rng = np.random.default_rng(9)
+
+    def recheck(got) -> str | None:
+        for window in cp.windows(rows, rng):
+            want = w.reference({k: inputs[k][window] if k == "x" else inputs[k] for k in inputs})["out"]
+            _, bad = compare("out", got(window), want, w.tolerance)
+            if bad is not None:
+                return f"rows {window.start}..{window.stop - 1}: {bad.bad} bad"
+        return None
+    return cp.time_lines("layernorm", cols, rows, cp.USEFUL, lines, recheck, ceiling, problems, reps)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir", type=Path)
@@ -83,18 +131,26 @@ def main(argv: list[str] | None = None) -> int:
     start, problems = time.time(), []
     meta = make_meta(command="PYTHONPATH=$PWD KERNELS_LAB_BACKEND=gpu python3 -m kernels_lab.topics.softmax."
                              "cluster_recheck " + " ".join(sys.argv[1:]))
-    graded = grades()
-    ceiling = measure_copy_ceiling().GBs
-    meta["ceiling_GBs"] = ceiling
-    torch = cp.torch_or_none()
+    graded: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        (args.out_dir / "cluster_recheck.json").write_text(json.dumps(
+            {"schema": SCHEMA, "meta": meta, "grades": graded, "records": records, "problems": problems,
+             "seconds": round(time.time() - start, 1)}, indent=1) + "\n")
+    graded += grades()
+    save()
+    meta["ceiling_GBs"] = ceiling = measure_copy_ceiling().GBs
+    torch = cp.torch_or_none()
     for cols in WIDTHS:
         records += cp.one_width(cols, args.reps, torch, ceiling, problems, entries(cols))
+        save()
         print(f"{cols} done at {time.time() - start:.0f} s", flush=True)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "cluster_recheck.json").write_text(json.dumps(
-        {"schema": SCHEMA, "meta": meta, "grades": graded, "records": records, "problems": problems,
-         "seconds": round(time.time() - start, 1)}, indent=1) + "\n")
+    for cols in LN_WIDTHS:
+        records += layernorm_width(cols, args.reps, torch, ceiling, problems)
+        save()
+        print(f"layernorm {cols} done at {time.time() - start:.0f} s", flush=True)
     print("\n".join(["problems:"] + problems) if problems else "no problems")
     for g in graded:
         print(f"grade {g['submission']:<28} {g['outcome']:<8} {sum(g['scores'].values()):>4.1f}/10 "
