@@ -158,7 +158,8 @@ for (rows, cols), got in shapes.items():
 # fastmath, the block as launch bound) and `ptxas -arch=sm_90 -v` says how many registers a thread uses
 # (`kernels_lab/topics/layernorm/registers.py`; committed output, no GPU needed). From it, the blocks an
 # H100 or H200 SM can hold (65536 registers, allocated per warp in units of 256; 2048 threads; 32 blocks),
-# the rows those blocks work on at once, and the share of the SM's 2048 threads that are resident.
+# the rows those blocks work on at once, and the share of the SM's 2048 threads that are resident (a cluster's
+# blocks share a row, and must also fit on one GPC together, which this count leaves out).
 
 # %%
 import json
@@ -173,7 +174,7 @@ for r in compiled["records"]:
     share = f"{measured['of_ceiling']:.0%}" if measured else ""
     held.setdefault(shape, {})[r["variant"]] = r
     print(f"{shape[0]:>6} x {shape[1]:<6}{r['variant']:<19}{r['threads']:>8}{r['registers']:>6}"
-          f"{r['blocks_per_sm']:>10}{r['rows_per_sm']:>8}{r['occupancy']:>10.0%}{share:>11}")
+          f"{r['blocks_per_sm']:>10}{r['rows_per_sm']:>8g}{r['occupancy']:>10.0%}{share:>11}")
 fused = {shape: got["fused"] for shape, got in held.items()}
 print(f"\nfused: highest occupancy at {max(fused, key=lambda k: fused[k]['occupancy'])}, lowest share of the ceiling "
       f"at {min(fused, key=lambda k: shapes[k]['fused']['of_ceiling'])} (rows x cols)")

@@ -7,7 +7,8 @@ file beside the measured fractions of the copy ceiling:
 
 Occupancy follows the CUDA occupancy calculator's rules for compute capability 9.0: 65536 registers an SM,
 allocated per warp in units of 256; at most 2048 threads and 32 blocks an SM; 228 KiB of shared memory an SM,
-1 KiB of it reserved per block.
+1 KiB of it reserved per block. A cluster kernel's blocks must also be co-scheduled on one GPC, which this
+per-SM count does not model.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .study import SHAPES
-from ..softmax.workload import RowShape
+from ..softmax.cluster import cluster_shape
+from .cluster import layernorm_cluster_kernel
 from .workload import fused_kernel, fused_shape, stream_shape, unfused_kernels
 
 ARCH = "sm_90"
@@ -35,7 +37,7 @@ def _signature(kernel: Any) -> tuple:
     from numba import types
     arr = types.Array(types.float32, 1, "C")
     by_name = {"x": arr, "rmean": arr, "rrstd": arr, "gamma": arr, "beta": arr, "out": arr,
-               "rows": types.int64, "cols": types.int64, "eps": types.float32}
+               "rows": types.int64, "cols": types.int64, "slice_vectors": types.int64, "eps": types.float32}
     names = kernel.py_func.__code__.co_varnames[:kernel.py_func.__code__.co_argcount]
     return tuple(by_name[n] for n in names)
 
@@ -77,27 +79,32 @@ def blocks_per_sm(registers: int, threads: int, shared: int) -> tuple[int, str]:
     return most, " and ".join(k for k, v in limits.items() if v == most)
 
 
-def kernels_at(cols: int) -> list[tuple[str, Any, RowShape]]:
-    """(variant: kernel, the kernel, its layout) for every kernel the variants launch at this width."""
+def kernels_at(cols: int) -> list[tuple[str, Any, int, float]]:
+    """(variant: kernel, the kernel, its block, rows a block works on at once) for every kernel the variants launch
+    at this width (a cluster's blocks share a row: 1 / blocks of the cluster)."""
     stream = stream_shape(cols)
-    found = [(f"unfused: {k.py_func.__name__.split('_', 1)[1].rsplit('_', 2)[0]}", k, stream)
+    found = [(f"unfused: {k.py_func.__name__.split('_', 1)[1].rsplit('_', 2)[0]}", k, stream.block, 1.0)
              for k in unfused_kernels(stream)]
     shape = fused_shape(cols)
     if shape is not None:
-        found += [("fused", fused_kernel(shape), shape), ("persistent", fused_kernel(shape, hold=True), shape)]
+        found += [("fused", fused_kernel(shape), shape.block, shape.rows_per_block),
+                  ("persistent", fused_kernel(shape, hold=True), shape.block, shape.rows_per_block)]
+    clustered = cluster_shape(cols)
+    if clustered is not None:
+        found.append(("cluster", layernorm_cluster_kernel(clustered), clustered.threads, 1 / clustered.slices))
     return found
 
 
 def table() -> list[dict[str, Any]]:
     rows = []
     for size in SHAPES:
-        for variant, kernel, shape in kernels_at(size.cols):
-            used = usage(kernel, shape.block)
-            resident, limit = blocks_per_sm(used["registers"], shape.block, used["shared_bytes"])
+        for variant, kernel, block, rows_per_block in kernels_at(size.cols):
+            used = usage(kernel, block)
+            resident, limit = blocks_per_sm(used["registers"], block, used["shared_bytes"])
             rows.append({"size": {"rows": size.rows, "cols": size.cols}, "variant": variant,
-                         "kernel": kernel.py_func.__name__, "threads": shape.block, **used, "blocks_per_sm": resident,
-                         "limited_by": limit, "rows_per_sm": resident * shape.rows_per_block,
-                         "threads_per_sm": resident * shape.block, "occupancy": resident * shape.block / THREADS_PER_SM})
+                         "kernel": kernel.py_func.__name__, "threads": block, **used, "blocks_per_sm": resident,
+                         "limited_by": limit, "rows_per_sm": resident * rows_per_block,
+                         "threads_per_sm": resident * block, "occupancy": resident * block / THREADS_PER_SM})
     return rows
 
 
