@@ -321,3 +321,16 @@ def test_the_cluster_layernorm_is_registered_and_refuses_what_it_cannot_hold():
     assert why is not None and "`unfused`" in why
     plan = w.variant("cluster").plan(w.size(rows=3, cols=203))
     assert plan.n_launches == 1 and plan.bytes_total == 4 * 3 * 203 * 4  # x, gamma, beta read; out written
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [16385, 65536, 131071])
+def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, rng):
+    from kernels_lab.topics.layernorm import cluster as lcl
+    w = get_workload("layernorm")
+    size = w.size(rows=5, cols=cols)
+    inputs = w.make_inputs(size, rng)
+    outputs = poisoned(w.output_specs(size))
+    lcl.bind_cluster(to_device(inputs), outputs)()
+    _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
+    assert bad is None, bad

@@ -25,7 +25,7 @@ from sources import submission
 ROOT = Path(__file__).resolve().parents[1]
 SLOW = pytest.mark.skipif(os.environ.get("KERNELS_LAB_SLOW_TESTS") != "1",
                           reason="a simulator grade: KERNELS_LAB_SLOW_TESTS=1 runs it")
-sim_only = pytest.mark.skipif(not ON_SIMULATOR, reason="simulator grades (the GPU's: benchmarks/grade_cluster.sh)")
+sim_only = pytest.mark.skipif(not ON_SIMULATOR, reason="simulator grades (the GPU's: python3 -m kernels_lab.topics.softmax.cluster_recheck)")
 FULL = {ce.COMBINE: 4, ce.WAITS: 3, ce.HOLDS: 3}
 
 # (submission, the checks it loses, a phrase its feedback must hold)
