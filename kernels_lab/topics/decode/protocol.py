@@ -14,8 +14,10 @@ wait may never return from):
 
   signal once on counters [5, 7, 9] at layer 1: [5, 8, 9]                       -> "signal adds 1"
   wait with its layer's tiles all counted (the neighbours' not), and with more:
-  True at once; with one tile short and the last counted by the host (mapped
-  memory) while it polls with a generous spin_limit: True, after the count came -> "wait returns at the count"
+  True at once; with one tile short and the last counted by a second block of
+  the probe ARRIVE_NS after wait began (a device-side start flag and delay, far
+  within its generous spin_limit): True, after the count came; anything else
+  (False, or never returning) missed the count: decided on every machine        -> "wait returns at the count"
   the PTX of a kernel that calls each (numba's real compiler, in a child process
   on the PTX back-end, each compiled apart): every path from the probe's store
   to signal's end passes an atomic add with .release, or a gpu-scope fence and
@@ -32,6 +34,11 @@ wait may never return from):
   probe counts the last tile only later: it must return False before then          "wait gives up"
   (both scored only once "wait returns at the count" passes: the stub's
   `return False` holds below and gives up without doing anything)
+
+Signal and wait are judged apart, the same way on every back-end: where numba's real compiler rejects one (its
+ordering check says so, with the compiler's line), that one's probes run on the simulator in a child, and the
+lesson's own function stands in for it in the megakernel (whose words say so); so a signal only the simulator runs
+costs only "signal releases the stores", on a GPU as here.
 
 The probes' kernels run their blocks side by side on the simulator too (BACKEND.coresident), so a wait that
 ignores spin_limit sees the late count there as on a GPU and the grade says so. A probe that never returns is
@@ -65,14 +72,13 @@ import numpy as np
 from ...backend import BACKEND
 from ...core import Case, Exercise
 from ...grading.ptx import Instr, Listing, listing
-from ...intrinsics import globaltimer
+from ...intrinsics import globaltimer, poll_relaxed_sys
 from ...runtime import cuda
 from . import workload as decode
 
 # the host's calls, bound once: while a simulated probe kernel runs (an abandoned one runs on), numba's simulator
 # swaps every global of this module bound to the cuda module for its fake, which has none of these
-_jit, _to_device, _synchronize, _pinned_array, _stream = (cuda.jit, cuda.to_device, cuda.synchronize,
-                                                          cuda.pinned_array, cuda.stream)
+_jit, _to_device, _synchronize = cuda.jit, cuda.to_device, cuda.synchronize
 
 SIGNAL_ONE, RELEASE = "signal adds 1", "signal releases the stores"
 AT_COUNT, BELOW, BOUNDED = "wait returns at the count", "wait holds below the count", "wait gives up"
@@ -81,10 +87,11 @@ WEAK = "megakernel right in weak memory"
 
 LAYER, TILES, SPIN_LIMIT = 1, 3, 3    # the probes' wait(counters, LAYER, TILES, SPIN_LIMIT) on three counters
 LATE_NS = BACKEND.size(gpu=50_000_000, simulator=500_000_000)  # when the below probe's second block counts
-ARRIVE_NS = BACKEND.size(gpu=1_000_000, simulator=20_000_000)  # when the host counts while a wait polls, with
-ARRIVE_POLLS = BACKEND.size(gpu=100_000, simulator=200_000)    # polls that take far longer (a GPU's >= 0.3 us,
-                                                               # the simulator's >= 1 us)
+ARRIVE_NS = BACKEND.size(gpu=1_000_000, simulator=20_000_000)  # when the last tile comes while a wait polls,
+ARRIVE_POLLS = BACKEND.size(gpu=100_000, simulator=200_000)    # with polls that take far longer (a GPU's >= 0.3
+                                                               # us: >= 30 ms; the simulator's >= 1 us: >= 0.2 s)
 PROBE_SECONDS = 2.0                   # after the late count: a probe still running then never returns
+SIMULATED_S = 90.0                    # the child that probes a function numba's compiler rejects, on the simulator
 COMPILE_S = 120.0                     # the PTX child (numba's import and two small kernels: a few seconds)
 WEAK_SIZE, WEAK_SEEDS, WEAK_SPIN = {"hidden": 11, "layers": 3, "batch": 2}, (0, 1), 100  # sim_weak's: a stale
 WEAK_S = 60.0                         # poll sees the count within a few of 100 polls; the child's time limit
@@ -115,21 +122,30 @@ def _wait_ptx_probe(wait: Any) -> Any:
 
 @lru_cache(maxsize=None)
 def _late_count_probe(wait: Any) -> Any:
-    """Block 0 waits and stamps when it returned; block 1 sets counters[layer] to `late` after late_ns, stamped.
-    Blocks side by side on every back-end (the simulator's runs them in threads of their own)."""
-    def late_count_probe(counters, result, stamps, layer, tiles, spin_limit, late, late_ns):
+    """Block 0 says it has started, waits and stamps when it returned; block 1, once block 0 has started (or
+    after start_ns), sets counters[layer] to `late` late_ns later, stamped. The delay runs on the device from
+    wait's start, so no host timing (a GPU shared with another process, a busy simulator) can move the count
+    before the first poll. Blocks side by side on every back-end (the simulator's in threads of their own)."""
+    def late_count_probe(counters, result, stamps, started, layer, tiles, spin_limit, late, late_ns, start_ns):
         if cuda.threadIdx.x == 0:
             if cuda.blockIdx.x == 0:
+                started[0] = 1
+                cuda.threadfence()
                 got = wait(counters, layer, tiles, spin_limit)
                 stamps[0] = globaltimer()
                 result[0] = 1 if got else 0
             else:
                 start = globaltimer()
+                # a relaxed read, re-made each time (never hoisted), bounded by the clock; no atomic: it would
+                # queue behind a poller's atomics for the simulator's one lock
+                while poll_relaxed_sys(started, 0) == 0 and globaltimer() - start < start_ns:
+                    pass
+                start = globaltimer()
                 while globaltimer() - start < late_ns:  # bounded by the clock
                     pass
                 stamps[1] = globaltimer()
-                # a plain store: an atomic would queue behind a poller's atomics for the simulator's one lock
-                # (unfair: a poll that never sleeps could starve it); on a GPU it reaches L2, where polls read
+                # a plain store (an atomic would queue behind the poller's, as above); on a GPU it reaches L2,
+                # where polls read
                 counters[layer] = late
     return BACKEND.coresident(_jit(late_count_probe))
 
@@ -148,59 +164,48 @@ def _counters(at: int, others: int) -> list[int]:
     return [others, at, others]
 
 
-def _wait_with_late_count(wait: Any, counters: list[int], late: int, late_ns: int, spin_limit: int) -> dict[str, Any]:
-    """wait(counters, LAYER, TILES, spin_limit); counters[LAYER] becomes `late` after late_ns.
-    returned: its value (None: still running PROBE_SECONDS after that); late: whether it returned after then."""
-    return _late_count(wait, counters, late, late_ns, spin_limit)
-
-
 def _late_count(wait: Any, counters: list[int], late: int, late_ns: int, spin_limit: int) -> dict[str, Any]:
+    """wait(counters, LAYER, TILES, spin_limit); counters[LAYER] becomes `late` late_ns after wait began.
+    returned: its value (None: still running PROBE_SECONDS after the count); after: whether it returned once the
+    count had come (the device's stamps)."""
     dev = _to_device(np.array(counters, np.int32))
     result, stamps = _to_device(np.full(1, -1, np.int32)), _to_device(np.zeros(2, np.int64))
-    running = BACKEND.start(_late_count_probe(wait), 2, 1, (dev, result, stamps, np.int64(LAYER), np.int64(TILES),
-                                                             np.int64(spin_limit), np.int32(late), np.int64(late_ns)))
-    deadline = time.monotonic() + late_ns / 1e9 + PROBE_SECONDS
+    started = _to_device(np.zeros(1, np.int32))
+    running = BACKEND.start(_late_count_probe(wait), 2, 1, (
+        dev, result, stamps, started, np.int64(LAYER), np.int64(TILES), np.int64(spin_limit), np.int32(late),
+        np.int64(late_ns), np.int64(PROBE_SECONDS * 1e9)))
+    deadline = time.monotonic() + late_ns / 1e9 + 2 * PROBE_SECONDS  # the start, the delay, then PROBE_SECONDS
     about = {"counters": counters, "late": late, "late_ns": late_ns, "spin_limit": spin_limit}
     while not running.done() and time.monotonic() < deadline:
         running.settle(0.01)
         time.sleep(0.01)
     if not running.done():  # abandoned: nothing stops a running kernel (a simulated one is a daemon thread)
-        _ABANDONED.append((running, dev, result, stamps))  # a GPU's cudaFree would wait for it to end
+        _ABANDONED.append((running, dev, result, stamps, started))  # a GPU's cudaFree would wait for it to end
         return {**about, "returned": None, "after": True}
     running.finish()
     got, (returned_at, counted_at) = int(result.copy_to_host()[0]), stamps.copy_to_host()
     return {**about, "returned": bool(got), "after": bool(returned_at >= counted_at)}
 
 
-def _count_arrives(wait: Any) -> dict[str, Any]:
-    """wait(counters, LAYER, TILES, ARRIVE_POLLS) with one tile short; the HOST counts the last tile ARRIVE_NS later,
-    a copy into the running probe's counters on a stream of its own (not a second block: the simulator may not
-    run one beside a poll that never sleeps; not mapped memory: the simulator copies a host array at launch).
-    returned: its value (None: still running PROBE_SECONDS after the count); after: it returned once the count
-    had come."""
-    counters = _to_device(np.array(_counters(TILES - 1, 0), np.int32))
-    result, stamps = _to_device(np.full(1, -1, np.int32)), _to_device(np.zeros(2, np.int64))
-    about = {"counters": _counters(TILES - 1, 0), "late": TILES, "late_ns": ARRIVE_NS, "spin_limit": ARRIVE_POLLS}
-    running = BACKEND.start(_late_count_probe(wait), 1, 1, (counters, result, stamps, np.int64(LAYER),
-                                                             np.int64(TILES), np.int64(ARRIVE_POLLS), np.int32(0),
-                                                             np.int64(0)))
-    count_at = time.monotonic() + ARRIVE_NS / 1e9
-    while not running.done() and time.monotonic() < count_at:
-        running.settle(0.001)
-    after = not running.done()
-    if after:
-        last = _pinned_array(1, np.int32)
-        last[0] = TILES
-        counters[LAYER:LAYER + 1].copy_to_device(last, stream=_stream())
-        deadline = time.monotonic() + PROBE_SECONDS
-        while not running.done() and time.monotonic() < deadline:
-            running.settle(0.01)
-            time.sleep(0.01)
-        if not running.done():
-            _ABANDONED.append((running, counters, result, stamps, last))
-            return {**about, "returned": None, "after": True}
-    running.finish()
-    return {**about, "returned": bool(int(result.copy_to_host()[0])), "after": after}
+def _at_probes(wait: Any) -> list[Any]:
+    """wait with its layer's tiles all counted (the neighbours' not), with more, and with every layer's: each
+    count grows far past it LATE_NS later (a wait that returns only then compares wrongly)."""
+    return [_attempt(_late_count, wait, counters, TILES + 100, LATE_NS, SPIN_LIMIT)
+            for counters in (_counters(TILES, 0), _counters(TILES + 3, 0), _counters(TILES, TILES))]
+
+
+def _late_probes(wait: Any, at: list[Any]) -> tuple[Any, Any]:
+    """(arrives, below), the probes a wrong wait may never return from: run last, and only once wait returned
+    True at once at the count (both score only then). arrives: one tile short, the last counted ARRIVE_NS after
+    wait began, far within ARRIVE_POLLS polls (a poll takes >= 0.3 us on a GPU, >= 1 us on the simulator): a
+    wait that returns anything but True missed it. below: one tile short (the neighbours done), the last counted
+    only LATE_NS later: it must give up (False) before then. After an abandoned probe none is run."""
+    if not all(isinstance(p, dict) and p.get("returned") is True and not p["after"] for p in at[:2]):
+        return None, None
+    arrives = _attempt(_late_count, wait, _counters(TILES - 1, 0), TILES, ARRIVE_NS, ARRIVE_POLLS)
+    if arrives.get("returned", False) is None:
+        return arrives, None
+    return arrives, _attempt(_late_count, wait, _counters(TILES - 1, TILES + 5), TILES, LATE_NS, SPIN_LIMIT)
 
 
 def _attempt(fn: Callable[..., Any], *args: Any) -> Any:
@@ -507,25 +512,65 @@ def _weak_child() -> None:
     print(json.dumps(weak_runs(protocols)))
 
 
-def _weak(signal: Any, wait: Any, halves: bool) -> dict[str, Any]:
-    """weak_runs in a child on the simulator (the same on every machine, bounded by WEAK_S: a wait that never
-    returns in weak memory ends there): {"status": ran | timeout | environment | rejected, "runs" | "message"}."""
+def _on_simulator(child: str, job: dict[str, Any], limit_s: float) -> dict[str, Any]:
+    """Run protocol.<child>() in a child on the simulator (the same on every machine, bounded by limit_s), the
+    device functions in `job` as data: {"status": ran | timeout | environment | rejected, "found" | "message"}."""
     import json
     env = {**os.environ, "KERNELS_LAB_BACKEND": "sim", "NUMBA_ENABLE_CUDASIM": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    code = "from kernels_lab.topics.decode.protocol import _weak_child; _weak_child()"
+    code = f"from kernels_lab.topics.decode.protocol import {child}; {child}()"
     try:
-        job = pickle.dumps({"signal": _portable(signal), "wait": _portable(wait), "halves": halves})
-        proc = subprocess.run([sys.executable, "-c", code], input=job, capture_output=True, env=env, timeout=WEAK_S)
+        data = pickle.dumps({k: _portable(v) if hasattr(v, "py_func") else v for k, v in job.items()})
+        proc = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, env=env,
+                              timeout=limit_s)
     except ValueError as e:  # a recursive device function
         return {"status": "rejected", "message": str(e)}
     except subprocess.TimeoutExpired:
-        return {"status": "timeout", "message": f"the megakernel did not finish in weak memory within {WEAK_S:g} s"}
+        return {"status": "timeout", "message": f"did not finish on the simulator within {limit_s:g} s"}
     try:
-        return {"status": "ran", "runs": json.loads(proc.stdout.decode().strip().splitlines()[-1])}
+        return {"status": "ran", "found": json.loads(proc.stdout.decode().strip().splitlines()[-1])}
     except (ValueError, IndexError):
         why = proc.stderr.decode().strip().splitlines()
         return {"status": "rejected" if proc.returncode == 0 or why else "environment",
                 "message": (why or [f"exit code {proc.returncode}"])[-1][:400]}
+
+
+def _weak(signal: Any, wait: Any, halves: bool) -> dict[str, Any]:
+    """weak_runs in a child on the simulator (a wait that never returns in weak memory ends at WEAK_S):
+    {"status": ran | timeout | environment | rejected, "runs" | "message"}."""
+    got = _on_simulator("_weak_child", {"signal": signal, "wait": wait, "halves": halves}, WEAK_S)
+    if got["status"] == "timeout":
+        return {"status": "timeout", "message": f"the megakernel did not finish in weak memory within {WEAK_S:g} s"}
+    return {"status": "ran", "runs": got["found"]} if got["status"] == "ran" else got
+
+
+def _simulated_child() -> None:
+    """The child of _simulated: the job on stdin; the probes of the functions in it, as JSON on stdout."""
+    import json
+    warnings.simplefilter("ignore")
+    job = pickle.loads(sys.stdin.buffer.read())
+    found: dict[str, Any] = {}
+    if "signal" in job:
+        found["signal"] = _attempt(_signal_once, _rebuild(job["signal"]))
+    if "wait" in job:
+        wait = _rebuild(job["wait"])
+        found["at"] = _at_probes(wait)
+        found["arrives"], found["below"] = _late_probes(wait, found["at"])
+    print(json.dumps(found), flush=True)
+    os._exit(0)  # an abandoned probe's thread ends with the process
+
+
+def _simulated(**functions: Any) -> dict[str, Any]:
+    """The probes of `functions` (signal, wait or both: those numba's compiler rejects) run on the simulator in
+    a child: {"signal": ...} and {"at", "arrives", "below"} as the probes here would give them, each probe an
+    {"error": why} where the child gave nothing; {} for no function."""
+    if not functions:
+        return {}
+    got = _on_simulator("_simulated_child", functions, SIMULATED_S)
+    if got["status"] == "ran":
+        return got["found"]
+    failed = {"error": f"on the simulator (numba's compiler rejects it): {got['message']}"}
+    return {**({"signal": failed} if "signal" in functions else {}),
+            **({"at": [failed] * 3, "arrives": None, "below": None} if "wait" in functions else {})}
 
 
 def weak_verdict(run: dict[str, Any] | None, who: str) -> tuple[bool, str]:
@@ -586,44 +631,46 @@ class ProtocolJudge:
     def run(self, value: tuple[Any, Any], job: dict[str, Any]) -> dict[str, Any]:
         from ...arrays import poisoned, to_device
         from ...capabilities import ptx_libraries
+        from . import kernels as dk
         signal, wait = value
-        probe = lambda counters, late, late_ns, spins: _attempt(  # noqa: E731
-            _wait_with_late_count, wait, counters, late, late_ns, spins)
-        ran: dict[str, Any] = {
-            "signal": _attempt(_signal_once, signal),
-            "at": [probe(_counters(TILES, 0), TILES + 100, LATE_NS, SPIN_LIMIT),
-                   probe(_counters(TILES + 3, 0), TILES + 100, LATE_NS, SPIN_LIMIT),
-                   probe(_counters(TILES, TILES), TILES + 100, LATE_NS, SPIN_LIMIT)],
-            "barriers": {"signal": barrier_calls(signal), "wait": barrier_calls(wait)},
-            "ptx": _ptx(signal, wait) if ptx_libraries().available else None}
+        ran: dict[str, Any] = {"barriers": {"signal": barrier_calls(signal), "wait": barrier_calls(wait)},
+                               "ptx": _ptx(signal, wait) if ptx_libraries().available else None}
         if ran["ptx"] is None:
             ran["no_ptx"] = ptx_libraries().detail
             warnings.warn(f"decode_protocol: MEMORY ORDERING IS NOT READ FROM THE PTX HERE: numba's compiler is missing "
                           f"({ran['no_ptx']}); the release and acquire checks are judged by weak-memory runs on the "
                           f"simulator only, which show a missing fence or acquire as wrong values (pip install -e "
                           f"'.[lessons]' brings numba-cuda[cu13])", stacklevel=2)
+        # signal and wait judged apart, the same way on every back-end: one that numba's real compiler rejects
+        # (its "releases"/"acquire" check says so) is probed on the simulator, in a child, and the lesson's own
+        # stands in for it in the megakernel; the GPU could not compile it, the simulator would run it as Python
+        ran["rejected"] = [n for n in ("signal", "wait") if (ran["ptx"] or {}).get(n, {}).get("status") == "rejected"]
+        simulated = _simulated(**{n: value[i] for i, n in enumerate(("signal", "wait")) if n in ran["rejected"]})
+        ran["signal"] = simulated["signal"] if "signal" in simulated else _attempt(_signal_once, signal)
+        ran["at"] = simulated["at"] if "at" in simulated else _at_probes(wait)
         w = decode.WORKLOAD
         size = w.size(**job["size"])
         out = poisoned(w.output_specs(size))
-        # the simulator's table meets every wait at its first poll: a few polls are plenty, and a wait that never
-        # returns True gives up in a second there, not after the GPU's budget of polls
-        launch = decode.bind_megakernel_with(to_device(w.make_inputs(size, np.random.default_rng(job["seed"]))), out,
-                                             protocol=(signal, wait),
-                                             spin_limit=BACKEND.size(gpu=decode.SPIN_LIMIT, simulator=50))
+        protocol = (dk.signal_release if "signal" in ran["rejected"] else signal,
+                    dk.wait_acquire if "wait" in ran["rejected"] else wait)
 
         def megakernel() -> dict[str, Any]:
+            if len(ran["rejected"]) == 2:
+                raise TypeError("numba's compiler rejects both signal and wait: no megakernel of yours to run")
+            # the simulator's table meets every wait at its first poll: a few polls are plenty, and a wait that
+            # never returns True gives up in a second there, not after the GPU's budget of polls
+            launch = decode.bind_megakernel_with(to_device(w.make_inputs(size, np.random.default_rng(job["seed"]))),
+                                                 out, protocol=protocol,
+                                                 spin_limit=BACKEND.size(gpu=decode.SPIN_LIMIT, simulator=50))
             launch()
             _synchronize()
             return {"out": out["out"].copy_to_host(), "gave_up": launch.timed_out_waiting_for()}
         ran["run"] = _attempt(megakernel)
         # after the megakernel, whose hang (a GPU's) ends the grade first; bounded by WEAK_S in its child
         ran["weak"] = _weak(signal, wait, halves=ran["ptx"] is None)
-        # last: they may never return. Not run once a wait failed the probes above (both score only once wait
-        # returns at the count)
-        ran["arrives"] = ran["below"] = None
-        if all(p.get("returned") is True and not p["after"] for p in ran["at"][:2]):
-            ran["arrives"] = _attempt(_count_arrives, wait)
-            ran["below"] = probe(_counters(TILES - 1, TILES + 5), TILES, LATE_NS, SPIN_LIMIT)
+        # last: they may never return
+        ran["arrives"], ran["below"] = ((simulated["arrives"], simulated["below"]) if "at" in simulated else
+                                        _late_probes(wait, ran["at"]))
         return ran
 
     def score(self, case: Case, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
@@ -637,6 +684,16 @@ class ProtocolJudge:
         marks = {SIGNAL_ONE: self._signal(ran["signal"]), AT_COUNT: at_count,
                  **self._ordering(ran["ptx"], ran["weak"], ran.get("no_ptx")), **self._runs(job, ran),
                  **self._below(ran["below"], at_count)}
+        for name, check in (("signal", RELEASE), ("wait", ACQUIRE)):  # judged apart: the words say how
+            if name in ran["rejected"]:
+                said = (f"{name} run on the simulator (numba's compiler rejects it: see '{check}')" if name == "signal"
+                        else f"wait's probes run on the simulator (numba's compiler rejects it: see '{check}')")
+                for c in ((SIGNAL_ONE,) if name == "signal" else (AT_COUNT, BELOW, BOUNDED)):
+                    marks[c] = (marks[c][0], f"{said}: {marks[c][1]}")
+                if len(ran["rejected"]) == 1:
+                    other = "signal" if name == "wait" else "wait"
+                    marks[RUN] = (marks[RUN][0], f"your {other} with the lesson's {name} in place of yours (numba's "
+                                                 f"compiler rejects yours: see '{check}'): {marks[RUN][1]}")
         return [(c, *marks[c]) for c in self.checks]
 
     @staticmethod
@@ -673,17 +730,20 @@ class ProtocolJudge:
                 return False, (f"{call} returned True only after the count grew past it: compare counters[layer] "
                                f">= tiles")
         call = _call(arrives["counters"], arrives["spin_limit"])
-        came = f"the last tile was counted {arrives['late_ns'] / 1e6:g} ms later"
-        if arrives["returned"] is False and not arrives["after"]:
-            return False, (f"{call} returned False before the count came ({came}, well within {arrives['spin_limit']} "
-                           f"polls): keep polling counters[layer] until it reaches tiles or spin_limit + 1 polls have "
-                           f"been made")
-        said = f"True at once with {TILES} of {TILES} tiles counted and with more (its neighbours' not)"
-        if arrives["returned"] is True:
-            return True, said + ", and True once the last tile was counted while it polled"
-        # a simulated poll that never sleeps may keep the host from counting: that probe cannot tell, either way
-        return True, said + (f"; where {came} it had not returned True by then (not judged: the wait gives up "
-                             f"checks below say more)")
+        came = (f"the last tile was counted {arrives['late_ns'] / 1e6:g} ms after it began, well within its "
+                f"{arrives['spin_limit']} polls")
+        if arrives["returned"] is None:
+            return False, (f"{call} never returned, though {came}: re-read counters[layer] on every poll (a read "
+                           f"before the loop, or a plain load the compiler hoists, never sees the count come)")
+        if not arrives["returned"]:
+            if arrives["after"]:
+                return False, (f"{call} returned False after {came}: it polled without seeing the count; re-read "
+                               f"counters[layer] on every poll with load_acquire_gpu (the compiler may hoist a plain "
+                               f"load out of the loop)")
+            return False, (f"{call} returned False before the count came ({came}): keep polling counters[layer] "
+                           f"until it reaches tiles or spin_limit + 1 polls have been made")
+        return True, (f"True at once with {TILES} of {TILES} tiles counted and with more (its neighbours' not), and "
+                      f"True once the last tile was counted while it polled")
 
     @staticmethod
     def _below(p: Any, at_count: tuple[bool, str]) -> dict[str, tuple[bool, str]]:
