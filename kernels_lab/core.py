@@ -441,6 +441,38 @@ class SpeedSpec:
     reps: int = 40
 
 
+# The grader's checks of a kernel or host exercise, by id (the keys of Exercise.points): grading.judge.CHECKS
+# scores them, in this order, and refuses to import if the two differ. Here, so that an exercise's points are
+# checked when it is built without the problem objects importing the grader.
+GRADED_CHECKS: tuple[str, ...] = (
+    "correct (public)", "correct (hidden)", "launch budget", "traffic budget", "launches as asked",
+    "one intermediate in global memory", "grid independent of n", "no race under perturbed schedules",
+    "compiles for the course's GPUs", "speed")
+
+
+def check_ids(ex: Exercise) -> tuple[str, ...]:
+    """The checks `ex` may give points to: its judge's own (its `checks`) for a "data" exercise, else the grader's."""
+    if ex.kind == "data":
+        module, _, attr = ex.judge.partition(":")
+        return tuple(getattr(getattr(importlib.import_module(module), attr), "checks", ()))
+    return GRADED_CHECKS
+
+
+def validate_points(ex: Exercise) -> None:
+    """At build time: every key of ex.points names a check, and every value is a number >= 0."""
+    known = check_ids(ex)
+    for name, points in ex.points.items():
+        if name not in known:
+            raise ValueError(f"exercise {ex.name!r}: no check named {name!r}; the checks of a {ex.kind} exercise: "
+                             f"{', '.join(known) or '(its judge declares none: give it a `checks` tuple)'}")
+        if isinstance(points, bool) or not isinstance(points, (int, float)) or not points >= 0:
+            raise ValueError(f"exercise {ex.name!r}: check {name!r} is worth {points!r}; points are a number >= 0")
+    if "grid independent of n" in ex.points and not any(
+            cfg(case.size)[0] * cfg(case.size)[1] < case.size.elements for case in ex.cases for cfg in ex.configs):
+        raise ValueError(f"exercise {ex.name!r}: 'grid independent of n' needs a case with more elements than some "
+                         f"launch configuration has threads")
+
+
 @dataclass(frozen=True)
 class Exercise:
     """What a student writes for a workload, and how it is graded.
@@ -482,7 +514,6 @@ class Exercise:
             raise ValueError(f"exercise {self.name!r}: a 'data' exercise needs a judge, and only it has one")
         if self.kind == "kernel" and not self.configs:
             raise ValueError(f"exercise {self.name!r}: a kernel exercise needs at least one launch configuration")
-        from .grading.judge import validate_points  # here, not at the top: the grader imports this module
         validate_points(self)  # every key of points names a check the grader has
 
     @property

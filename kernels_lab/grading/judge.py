@@ -3,7 +3,7 @@ lessons' own checks (kernels_lab.lessons.check).
 
 A Check has an id (the key of Exercise.points), what it needs to run (NEEDS), how it scores (a
 function of the Evidence and its points) and what it checks, in a line. An exercise's points are
-validated against the checks when the exercise is built (validate_points, called by core.Exercise):
+validated against the checks when the exercise is built (core.validate_points, against core.GRADED_CHECKS):
 an unknown id is an error there, not a KeyError in the middle of a grade. A "data" exercise's checks
 are its judge's (its `checks` attribute).
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..checks import compare
-from ..core import Exercise
+from ..core import GRADED_CHECKS, Exercise
 from . import speed as speed_check
 from .records import Run, TestResult, Verdict
 from .verdict import hint_text, launch_problem, same_result, traffic_problem
@@ -403,29 +403,8 @@ CHECKS: dict[str, Check] = {c.id: c for c in (
     Check(GATE, (COMPILER,), _gate, "numba's real compiler accepts the kernel for the course's GPUs"),
     Check(SPEED, (GPU_TIMING,), _speed, "as fast as the reference, timed interleaved on a GPU"),
 )}
-
-
-def check_ids(ex: Exercise) -> tuple[str, ...]:
-    """The checks `ex` may give points to: the judge's own for a "data" exercise, else CHECKS."""
-    if ex.kind == "data":
-        from .speed import load_reference
-        return tuple(getattr(load_reference(ex.judge), "checks", ()))
-    return tuple(CHECKS)
-
-
-def validate_points(ex: Exercise) -> None:
-    """At build time: every key of ex.points names a check, and every value is a number >= 0."""
-    known = check_ids(ex)
-    for name, points in ex.points.items():
-        if name not in known:
-            raise ValueError(f"exercise {ex.name!r}: no check named {name!r}; the checks of a {ex.kind} exercise: "
-                             f"{', '.join(known) or '(its judge declares none: give it a `checks` tuple)'}")
-        if isinstance(points, bool) or not isinstance(points, (int, float)) or not points >= 0:
-            raise ValueError(f"exercise {ex.name!r}: check {name!r} is worth {points!r}; points are a number >= 0")
-    if "grid independent of n" in ex.points and not any(
-            cfg(case.size)[0] * cfg(case.size)[1] < case.size.elements for case in ex.cases for cfg in ex.configs):
-        raise ValueError(f"exercise {ex.name!r}: 'grid independent of n' needs a case with more elements than some "
-                         f"launch configuration has threads")
+if tuple(CHECKS) != GRADED_CHECKS:  # the exercises' points were validated against core's list
+    raise RuntimeError(f"grading.judge.CHECKS {tuple(CHECKS)} differ from core.GRADED_CHECKS {GRADED_CHECKS}")
 
 
 def not_counted(ex: Exercise, name: str, machine: Machine) -> str | None:

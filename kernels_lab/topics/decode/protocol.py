@@ -71,7 +71,7 @@ import numpy as np
 
 from ...backend import BACKEND
 from ...core import Case, Exercise
-from ...grading.ptx import Instr, Listing, listing
+from ...grading.api import Instr, Listing, listing
 from ...intrinsics import globaltimer, poll_relaxed_sys
 from ...runtime import cuda
 from . import workload as decode
@@ -375,7 +375,7 @@ def acquire_problem(ptx: str) -> tuple[str | None, str]:
 def _portable(fn: Any, seen: dict[int, Any] | None = None) -> dict[str, Any]:
     """A device function as data: its code, and each global and closure value it uses, by what it is (a
     module, a name in an allowed kernels_lab module, another device function, or a pickled value)."""
-    from ...grading.child import ALLOWED_IMPORTS
+    from ...grading.api import ALLOWED_IMPORTS
     import importlib
     seen = {} if seen is None else seen
     py = getattr(fn, "py_func", fn)
@@ -428,7 +428,7 @@ def _compile_child() -> None:
     from numba import types as nt
 
     from ...capabilities import compile_ptx
-    from ...grading.compile_gate import compiler_message, is_environmental, target_cc
+    from ...grading.api import compiler_message, is_environmental, target_cc
     warnings.simplefilter("ignore")
     job = pickle.loads(sys.stdin.buffer.read())
     i32, f64 = nt.Array(nt.int32, 1, "C"), nt.Array(nt.float64, 1, "C")
@@ -611,7 +611,7 @@ class ProtocolJudge:
     checks = (SIGNAL_ONE, RELEASE, AT_COUNT, BELOW, BOUNDED, ACQUIRE, RUN, WEAK)
 
     def call(self, entry: Any) -> tuple[Any, Any]:
-        from ...grading.child import defined_outside_kernels_lab, forbidden_import
+        from ...grading.api import defined_outside_kernels_lab, forbidden_import
         signal = getattr(entry, "py_func", entry).__globals__.get("signal")
         for name, fn in (("signal", signal), ("wait", entry)):
             if fn is None or not getattr(fn, "_device", False) and not getattr(fn, "targetoptions", {}).get("device"):

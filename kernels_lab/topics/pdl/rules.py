@@ -259,7 +259,7 @@ def ptx_read_before_wait(ptx: str) -> str | None:
     not count), or None: no such load, or no wait at all (a finding of its own). The wait is an asm
     statement with a memory clobber, so the compiler moves no load across it: the order in the PTX is
     the order in the kernel."""
-    from ...grading.ptx import first_load_before
+    from ...grading.api import first_load_before
     load = first_load_before(ptx, "griddepcontrol.wait")
     return None if load is None else f"`{load}` comes before griddepcontrol.wait in its PTX"
 
@@ -313,7 +313,7 @@ def grouped_outputs(kernel: Any, sizes: Sequence[int], seed: int = 1) -> dict[st
     PDL attribute set like every launch here) -> later kernel; as group_outputs, plus "grouped":
     whether the kernel waits and triggers, or why it cannot be run."""
     from ...backend import BACKEND
-    from ...grading.child import entry_problem
+    from ...grading.api import entry_problem
     from . import workload as qg
     problem = entry_problem(kernel, "kernel", "the grouped kernel")
     if problem:

@@ -158,7 +158,7 @@ class ClusterJudge:
     checks = (COMBINE, WAITS, HOLDS)
 
     def call(self, entry: Any) -> Any:
-        from ...grading.child import defined_outside_kernels_lab, forbidden_import
+        from ...grading.api import defined_outside_kernels_lab, forbidden_import
         if not getattr(entry, "_device", False) and not getattr(entry, "targetoptions", {}).get("device"):
             raise TypeError(f"cluster_combine must be a @cuda.jit(device=True) function, got {type(entry).__name__}")
         if not defined_outside_kernels_lab(entry.py_func):

@@ -44,8 +44,7 @@ FULL = {ce.COMBINE: 4.0, ce.WAITS: 3.0, ce.HOLDS: 3.0}
 
 
 def grades() -> list[dict[str, Any]]:
-    from ...grading.exercises import get_exercise
-    from ...grading.grade import grade
+    from ...grading.api import get_exercise, grade
     from ...lessons import solution_source
     found = []
     for name, lost in EXPECTED.items():
