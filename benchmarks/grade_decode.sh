@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Grade lesson 07's protocol exercise (decode_protocol) on a GPU: the lesson's solution and every
-# tests/submissions/decode_*.py, each in the grader's sandbox, then each one's expected verdict against its grade.
+# Grade lesson 07's protocol exercise (decode_protocol) on a GPU: the lesson's solution, its mutants
+# (tests/mutations.py) and every tests/submissions/decode_*.py, each in the grader's sandbox, then each one's expected verdict against its grade.
 #
 #   OUT=/some/dir ./benchmarks/grade_decode.sh      -> $OUT/grades_decode_gpu.txt, $OUT/decode/*.json
 #   ONLY="decode_solution decode_read_once" OUT=... ./benchmarks/grade_decode.sh   -> those only (~10 s each, two
@@ -20,6 +20,7 @@ report="$OUT/grades_decode_gpu.txt"
 sol="$OUT/decode/decode_solution.py"
 $py -c "import sys; from kernels_lab.lessons import solution_source; open(sys.argv[1], 'w').write(solution_source('decode_protocol'))" \
   "$sol" || { echo "cannot write the lesson's solution (pip install -e '.[lessons]')" >&2; exit 1; }
+mkdir -p "$OUT/mutants"; $py tests/mutations.py "$OUT/mutants" || { echo "cannot write the mutants of the solution" >&2; exit 1; }
 
 { echo "# command: OUT=$OUT ./benchmarks/grade_decode.sh; date: $(date -u +%FT%TZ)"
   echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
@@ -40,7 +41,7 @@ grade_one() {  # FILE LIMIT_S: one grade in the sandbox, its JSON, its wall time
 export -f grade_one; export OUT py
 ONLY=${ONLY:-}
 chosen() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $(basename "$1" .py) "* ]]; }
-for f in "$sol" tests/submissions/decode_*.py; do
+for f in "$sol" "$OUT"/mutants/decode_*.py tests/submissions/decode_*.py; do
   [ "$(basename "$f")" != decode_spin_forever.py ] && chosen "$f" && echo "$f"
 done | xargs -r -P 2 -I{} bash -c 'grade_one {} 90'
 chosen decode_spin_forever.py && grade_one tests/submissions/decode_spin_forever.py 45
