@@ -19,4 +19,5 @@
   batch         many submissions: shards, resumable runs (content hashes), merge, a CSV gradebook
   bundle        a Gradescope autograder zip (setup.sh, run_autograder; graded on the simulator)
   report        text, JSON and Gradescope's results.json, written atomically
+  api           what the judges of data exercises (in kernels_lab/topics) may use of the grader: nothing else
 """
