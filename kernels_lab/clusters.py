@@ -277,6 +277,7 @@ def _peer(a, rank):
 
 
 _STAGGER_S = [0.0]  # staggered_loads' seconds per rank (0: loads at once)
+STAGGERS_LOADS = ON_SIMULATOR  # staggered_loads delays only the simulator's DSMEM loads (Python); a GPU's are not
 
 
 @contextlib.contextmanager

@@ -96,7 +96,7 @@ def test_timed_path_records(clocks, tmp_path):
                             anchors=(_numpy_anchor(),), weight_bytes=lambda z: 8 * z.cols)
     run = run_study(s, tmp_path / "ln.json", command="test", say=lambda _: None)
     by = {r["line"]: r for r in results.load(run.path)["records"]}
-    assert set(by) == {"unfused", "fused", "persistent", "numpy"} and not run.problems
+    assert set(by) == {"unfused", "fused", "persistent", "cluster", "numpy"} and not run.problems
     fused, anchor = by["fused"], by["numpy"]
     assert fused["checked"] is True and anchor["checked"] is True and anchor["pattern"] == "anchor"
     assert fused["launches"] == 1 and by["unfused"]["launches"] == 3
@@ -181,7 +181,7 @@ def test_bench_runs_a_study_here_and_says_what_it_skipped(tmp_path, capsys):
     assert main(["bench", "layernorm", "--json", str(out), "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "skipped timing: timings need a GPU" in text and "WRONG" not in text
-    assert {r["line"] for r in results.load(out)["records"]} == {"unfused", "fused", "persistent"}
+    assert {r["line"] for r in results.load(out)["records"]} == {"unfused", "fused", "persistent", "cluster"}
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -115,8 +115,8 @@ def _version(package: str) -> str:
 
 def main(out: str) -> None:
     import numba
-    from ...backend import BACKEND_NAME
-    if BACKEND_NAME != "ptx":
+    from ...backend import BACKEND
+    if BACKEND.can_launch:  # only the PTX-only back-end compiles with numba's real compiler and launches nothing
         raise SystemExit("run with KERNELS_LAB_BACKEND=ptx: numba's real compiler, no GPU needed")
     ptxas = subprocess.run(["ptxas", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     rows = table()

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from ...backend import BACKEND
-from ...clusters import cluster_launcher, cluster_rank, cluster_size, cluster_sync, staggered_loads
+from ...clusters import (STAGGERS_LOADS, cluster_launcher, cluster_rank, cluster_size, cluster_sync,
+                         staggered_loads)
 from ...core import Case, Exercise
 from ...intrinsics import globaltimer, nanosleep
 from ...runtime import cuda
@@ -108,10 +109,11 @@ def _launch(combine: Any, k: int, seed: int, run: str) -> dict[str, Any]:
 
 
 def _ptx_of(kernel: Any) -> str | None:
-    """The PTX numba compiled for a launched kernel (a GPU only)."""
-    if BACKEND.name != "gpu":
+    """The PTX numba compiled for a launched kernel (a GPU only: the simulator's kernels have no inspect_asm)."""
+    inspect = getattr(kernel, "inspect_asm", None)
+    if inspect is None:
         return None
-    found = kernel.inspect_asm()
+    found = inspect()
     return "\n".join(found.values()) if isinstance(found, dict) else str(found)
 
 
@@ -228,7 +230,7 @@ class ClusterJudge:
 
     def _holds(self, ran: dict[str, Any]) -> tuple[bool, str]:
         how = (f"with each block's pair poisoned as soon as the call returns" +
-               (f" and rank r's DSMEM loads delayed r x {STAGGER_S * 1e3:g} ms" if BACKEND.name == "simulator" else ""))
+               (f" and rank r's DSMEM loads delayed r x {STAGGER_S * 1e3:g} ms" if STAGGERS_LOADS else ""))
         fix = ("a block overwrote (or left) its pair while another block still read it: wait at a cluster "
                "barrier after the last dsmem_load, before returning")
         ok, said = self._same(ran["plain"], ran["overwrite"], how, fix)
