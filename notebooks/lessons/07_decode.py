@@ -377,7 +377,7 @@ print(lessons.expect("extra bytes per layer", extra_bytes_per_layer, planned, re
 # **launches** per layer, not for its bytes.
 #
 # ## Measured on an H200 (committed results)
-# `kernels_lab/topics/decode/bench.py` checked every variant and anchor against float64, then timed each: steady
+# The decode benchmark (today `kernels-lab bench decode`; these files were written by its earlier script) checked every variant and anchor against float64, then timed each: steady
 # state (20 passes back to back between two events, median) and one pass with its launch (host clock to the
 # end of a synchronize). Anchors: torch's eager loop (`F.linear` + tanh-GELU per layer), that loop in a
 # torch CUDA graph, and `torch.compile(mode="reduce-overhead")` (batch 1, 8 layers). us per pass, and
@@ -488,6 +488,33 @@ for v in ("megakernel", "megakernel_db"):
 # the megakernel still ahead, by 0.7% on an H100 (Llama-1B: 972.8 us against 979.5 us with graphs + PDL)
 # and 4.6% on an H200 (759.8 against 794.7 us). On this chain of dense layers, with a megakernel far
 # simpler than Hazy's, the lines above say where graphs + PDL are ahead.
+#
+# ## Where a megakernel wins: dependencies a kernel boundary cannot express
+# In the dense chain every tile of layer l+1 reads **all** of layer l, so a counter handoff and a kernel
+# boundary wait for the same thing. `kernels_lab/topics/block_chain/` changes one fact: each unit reads
+# only its own group of units and the groups on either side (a banded, locally connected layer). A tile of
+# layer l+1 then waits on three counters, not on the whole layer: it can start while the far side of
+# layer l is still running, and layers overlap as a wavefront. A kernel boundary cannot say "three tiles";
+# it waits for all of them. Variants: `unfused` (three kernels a layer), `fused` (one), `graph`,
+# `graph_pdl`, `megakernel` (a counter per tile, release/acquire as above) and `megakernel_marked` (each
+# value stored with its layer's mark in one 64-bit word, so the poll reads the data itself: no counter,
+# no fence). The weights (a few MB) sit in L2: a pure latency chain. Measured on the H200
+# (`kernels-lab bench block_chain`; ratios are the other line's time over this one's, above 1: faster):
+
+# %%
+from kernels_lab.topics.block_chain.bench import tables as chain_tables
+chain = lessons.committed("block_chain_h200.json")
+print(chain_tables([r for r in chain["records"] if r.get("us_per_pass")], targets=False))
+
+# %% [markdown]
+# ![block chain: a kernel boundary per layer against a counter per tile](../figures/block_chain_h200_time.png)
+#
+# Read the ratios: where only a few tiles are waited on, the marked megakernel beats graph + PDL at hidden
+# 1024 and every megakernel beats torch's CUDA graph by more than 2x; at hidden 2048 its cost per layer
+# (the slope from 1 to 8 layers) grows while graph + PDL's stays flat, and the lead shrinks to a few percent. This run does not show why
+# (more tiles a layer, more blocks per SM sharing the issue slots, the marked kernel's spilled registers
+# are candidates); its per-tile timeline would. With one layer the single fused kernel wins: there is no
+# boundary to save, and a persistent grid pays for its size.
 #
 # **When not to write one.** A megakernel owns its scheduling: the table, residency (every block on the
 # GPU at once, or a wait never ends), the memory ordering of every dependency, and a bounded wait with
