@@ -59,8 +59,12 @@ for step in "$@"; do
         echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
         echo "# versions: $($py -m pip list 2>/dev/null | grep -iE '^(numba|numpy|llvmlite|cuda-core) ' | tr -s ' ' | paste -sd,)"
       } > "$OUT/grades-gpu.txt"
-      for pair in fuse_chain:fuse_ block_sums:block_sums_ persistent_chain:persistent_ two_launches:two_launches_; do
-        $py -m kernels_lab.cli grade ${pair%%:*} tests/submissions/${pair#*:}*.py --timeout 120 --workers 2 2>/dev/null
+      # (each exercise's lesson solution first, then the student-style submissions named after it)
+      for pair in fuse_chain:01_fusion:fuse_ block_sums:03_persistent:block_sums_ \
+                  persistent_chain:03_persistent:persistent_ two_launches:02_launch_overhead:two_launches_; do
+        ex=${pair%%:*}; rest=${pair#*:}
+        $py -m kernels_lab.cli grade $ex notebooks/${rest%%:*}_solution.ipynb tests/submissions/${rest#*:}*.py \
+            --timeout 120 --workers 2 --json "$OUT/grades_$ex.json" 2>/dev/null
       done >> "$OUT/grades-gpu.txt"; grep -E "^[a-z_]+ - " "$OUT/grades-gpu.txt" ;;
     grade-lessons)
       # lessons 04 and 06's graded exercises, with the sandbox as it is on a GPU: the lesson solutions, the

@@ -504,7 +504,7 @@ for v in ("megakernel", "megakernel_db"):
 # %%
 from kernels_lab.topics.block_chain.bench import tables as chain_tables
 chain = lessons.committed("block_chain_h200.json")
-print(chain_tables([r for r in chain["records"] if r.get("us_per_pass")], targets=False))
+print(chain_tables([r for r in chain["records"] if r.get("us_per_pass")]))
 
 # %% [markdown]
 # ![block chain: a kernel boundary per layer against a counter per tile](../figures/block_chain_h200_time.png)
