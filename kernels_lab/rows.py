@@ -1,5 +1,5 @@
 """What the row kernels (softmax, layernorm, cross-entropy) share besides their walkers: naming a kernel
-with its layout, and the power-of-two sizes their layouts are made of.
+with its layout, and the power-of-two sizes their layouts are made of (rnn's padded tile too).
 
     @row_jit("layernorm_fused_warp32x4_b128_vec4", 128)   cuda.jit with fastmath and the block as launch bound
     pow2_at_least(5) == 8                                   threads and chunks come in powers of two

@@ -44,6 +44,7 @@ from ...backend import BACKEND, in_order
 from ...core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, Tolerance, Variant, Workload,
                     kernel_name, register)
 from ...intrinsics import load_acquire_sys
+from ...rows import pow2_at_least
 from ...runtime import cuda
 
 F32 = 4
@@ -338,10 +339,6 @@ def default_tiling() -> Tiling:
     return replace(tiling, threads=threads, about=f"{GPU_TILING} with {threads}-thread blocks")
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 @dataclass(frozen=True)
 class Layout:
     """A tiling applied to one (hidden, batch) on one machine: every compile-time constant."""
@@ -384,7 +381,7 @@ def make_layout(hidden: int, batch: int, tiling: Tiling, max_blocks: int) -> Lay
     bc = min(tiling.batch_chunk, batch)
     return Layout(hidden, batch, tiling, blocks=-(-hidden // (rg * tr)), rows=rg * tr, row_groups=rg,
                   chunks=chunks, cols=-(-hidden // chunks), chunk=bc,
-                  padded=_pow2_at_least(tr * bc), stages=min(chunks, 32).bit_length() - 1)
+                  padded=pow2_at_least(tr * bc), stages=min(chunks, 32).bit_length() - 1)
 
 
 def max_resident_blocks(tiling: Tiling) -> int:
