@@ -11,8 +11,9 @@ from typing import Any
 from ...backend import BACKEND
 from ...core import Size
 from ...profile.anchors import torch_cuda
-from ...profile.study import Anchor, AnchorUnavailable, Group, Study
+from ...profile.study import Anchor, AnchorUnavailable, Group, Study, version
 from .workload import WORKLOAD as W
+from .workload import fewer_blocks_variant
 
 HIDDEN, GROUP = (1024, 2048), 32
 
@@ -102,13 +103,20 @@ def _sizes(layers: int) -> tuple[Size, ...]:
 
 
 UNCOMPILED = (*W.variants, *(a.name for a in ANCHORS if a.name != "torch_compile"))
+# the grid sweep: why a megakernel's cost per layer grows at hidden 2048 (a block per (layer, tile), 4 an SM,
+# three of them polling while one computes?): the same kernels on half and a quarter of their grid
+GRID_SWEEP = tuple(version(v.name, v, v.about) for v in (fewer_blocks_variant(marked, d)
+                                                          for marked in (False, True) for d in (2, 4)))
 STUDY = Study(
     W,
     # the sizes first (torch.compile at the first only: it compiles for tens of seconds a shape); then 1
     # layer, which tells the per-layer cost from a pass's fixed cost
-    groups=(Group("targets", _sizes(8)[:1]),
+    groups=(Group("targets", _sizes(8)[:1], lines=(*W.variants, *(a.name for a in ANCHORS))),
             Group("wide", _sizes(8)[1:], lines=UNCOMPILED),
-            Group("one_layer", _sizes(1), lines=UNCOMPILED)),
+            Group("one_layer", _sizes(1), lines=UNCOMPILED),
+            Group("grid", _sizes(8) + _sizes(1),
+                  lines=("graph_pdl", "megakernel", "megakernel_marked", *(v.name for v in GRID_SWEEP)))),
+    versions=GRID_SWEEP,
     useful_bytes=useful_bytes,
     weight_bytes=lambda size: 4 * size.layers * size.hidden * 3 * size.group,
     # checked on the GPU at the timed size (its kernels are compiled for it: a smaller one would compile them

@@ -63,16 +63,15 @@ x standard normal: activations stay O(1); float32 sums of 3G terms against float
 from __future__ import annotations
 
 import math
-import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from ...arrays import ArgumentError, device_array
-from ...backend import BACKEND, in_order
+from ...backend import BACKEND
 from ...core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
 from ...runtime import cuda
-from ..decode import kernels as dk
+from ..decode.per_layer import PerLayer
 from ..decode.workload import SPIN_LIMIT, DependencyTimeout, gelu64
 from . import kernels as ck
 
@@ -149,7 +148,7 @@ class Buffers:
         return self.W, self.bias, self.x, self.acts, self.out
 
 
-# -- a kernel (or three) per layer ----------------------------------------------------------------------
+# -- a kernel (or three) per layer (decode/per_layer.py) -----------------------------------------------
 
 def _tile_bytes(size: Size, bias: bool) -> tuple[int, int]:
     """(read, written) by one layer's tiles: each unit's weights and inputs once (and its bias), its output."""
@@ -157,70 +156,13 @@ def _tile_bytes(size: Size, bias: bool) -> tuple[int, int]:
     return F32 * (2 * band + (size.hidden if bias else 0)), F32 * size.hidden
 
 
-def _elementwise_grid(size: Size) -> int:
-    return -(-size.hidden // dk.EW_BLOCK)
+def _tile_launch(size: Size, kernel: Any, bias: bool) -> KernelLaunch:
+    geo = geometry(size)
+    return KernelLaunch(kernel_name(kernel), geo.tiles, geo.threads, *_tile_bytes(size, bias),
+                        read_bytes_in_flight=F32 * geo.per_thread)
 
 
-def plan_unfused(size: Size) -> Plan:
-    geo, H = geometry(size), size.hidden
-    read, written = _tile_bytes(size, bias=False)
-    per_layer = (KernelLaunch(kernel_name(ck.kernels(geo).matvec), geo.tiles, geo.threads, read, written,
-                              read_bytes_in_flight=F32 * geo.per_thread),
-                 KernelLaunch(kernel_name(dk.decode_bias), _elementwise_grid(size), dk.EW_BLOCK, 2 * F32 * H, F32 * H),
-                 KernelLaunch(kernel_name(dk.decode_gelu), _elementwise_grid(size), dk.EW_BLOCK, F32 * H, F32 * H))
-    return Plan(per_layer * size.layers)
-
-
-def bind_unfused(inputs, outputs, stream=0):
-    buf = Buffers(inputs, outputs, stream)
-    z = cuda.device_array(buf.hidden, np.float32, stream=stream)  # W x: through memory
-    grid = -(-z.size // dk.EW_BLOCK)
-    launches = []
-    for l in range(buf.layers):
-        last = l == buf.layers - 1
-        launches += [BACKEND.launcher(buf.kernels.matvec, buf.geo.tiles, buf.geo.threads,
-                                      (buf.W, buf.x, buf.acts, l, z), stream),
-                     BACKEND.launcher(dk.decode_bias, grid, dk.EW_BLOCK, (z, buf.bias, l, buf.hidden), stream),
-                     BACKEND.launcher(dk.decode_gelu, grid, dk.EW_BLOCK,
-                                      (z, buf.out if last else buf.acts, 0 if last else l * z.size), stream)]
-    return in_order(launches)
-
-
-def _plan_layers(pdl: bool):
-    def plan(size: Size) -> Plan:
-        geo = geometry(size)
-        k = ck.kernels(geo)
-        read, written = _tile_bytes(size, bias=True)
-        name = kernel_name(k.layer_pdl if pdl and BACKEND.runs_griddepcontrol else k.layer)
-        return Plan(tuple(KernelLaunch(name, geo.tiles, geo.threads, read, written,
-                                       read_bytes_in_flight=F32 * geo.per_thread) for _ in range(size.layers)))
-    return plan
-
-
-def _layer_launches(inputs, outputs, stream, pdl: bool) -> list[Callable[..., None]]:
-    buf = Buffers(inputs, outputs, stream)
-    if pdl and not BACKEND.runs_griddepcontrol:
-        warnings.warn(f"block_chain graph_pdl: {BACKEND.pdl()[1]}; replaying plain launches instead", stacklevel=3)
-        pdl = False
-    if not pdl:
-        return [BACKEND.launcher(buf.kernels.layer, buf.geo.tiles, buf.geo.threads, (*buf.chain, l), stream)
-                for l in range(buf.layers)]
-    # every layer waits before it reads x_l; all but the last trigger (nothing after the chain starts early)
-    return [BACKEND.launcher(buf.kernels.layer_pdl, buf.geo.tiles, buf.geo.threads,
-                             (*buf.chain, l, np.int32(l < buf.layers - 1)), stream, pdl=True)
-            for l in range(buf.layers)]
-
-
-def bind_fused(inputs, outputs, stream=0):
-    return in_order(_layer_launches(inputs, outputs, stream, pdl=False))
-
-
-def bind_graph(inputs, outputs, stream=0):
-    return BACKEND.graph(_layer_launches(inputs, outputs, stream, pdl=False), stream, "block_chain graph")
-
-
-def bind_graph_pdl(inputs, outputs, stream=0):
-    return BACKEND.graph(_layer_launches(inputs, outputs, stream, pdl=True), stream, "block_chain graph_pdl")
+PER_LAYER = PerLayer("block_chain", Buffers, lambda size: ck.kernels(geometry(size)), _tile_launch)
 
 
 # -- the megakernel: one launch, a counter per tile ------------------------------------------------------
@@ -238,11 +180,12 @@ def _mega_kernel(geo: ck.Geometry, marked: bool):
     return k.marked if marked else k.megakernel
 
 
-def megakernel_blocks(geo: ck.Geometry, layers: int, marked: bool = False) -> int:
+def megakernel_blocks(geo: ck.Geometry, layers: int, marked: bool = False, divisor: int = 1) -> int:
     """A block per (layer, tile) where that many are resident at once (every block loads its weights before
-    any waits), else as many as are (runs of several tiles each); the simulator's persistent grid."""
+    any waits), else as many as are (runs of several tiles each); the simulator's persistent grid.
+    divisor: 1/divisor of that grid (the study's sweep: fewer blocks an SM, each running its tiles in turn)."""
     resident = BACKEND.persistent_grid(_mega_kernel(geo, marked), megakernel_signature(marked), geo.threads)
-    return max(1, min(layers * geo.tiles, resident))
+    return max(1, min(layers * geo.tiles, resident) // divisor)
 
 
 def _megakernel_bytes(size: Size, blocks: int) -> tuple[int, int]:
@@ -270,10 +213,10 @@ def _marked_bytes(size: Size, blocks: int) -> tuple[int, int]:
             F32 * H + exchanged + F32 * (blocks + 2))
 
 
-def _plan_mega(marked: bool):
+def _plan_mega(marked: bool, divisor: int = 1):
     def plan(size: Size) -> Plan:
         geo = geometry(size)
-        blocks = megakernel_blocks(geo, size.layers, marked)
+        blocks = megakernel_blocks(geo, size.layers, marked, divisor)
         if marked:
             read, written = _marked_bytes(size, blocks)
         else:
@@ -344,6 +287,19 @@ def _marked_limit(size: Size) -> str | None:
     return _limit(size) or ck.marked_fits(geometry(size))
 
 
+def fewer_blocks_variant(marked: bool, divisor: int) -> Variant:
+    """A megakernel on 1/divisor of its default grid, unregistered (the study's grid sweep): fewer blocks share
+    an SM, so fewer poll while a tile computes beside them, and each block runs `divisor` tiles in turn."""
+    name = "megakernel_marked" if marked else "megakernel"
+
+    def bind(inputs, outputs, stream=0):
+        buf = Buffers(inputs, outputs, stream)
+        return MegakernelLaunch(buf, megakernel_blocks(buf.geo, buf.layers, marked, divisor), SPIN_LIMIT, stream,
+                                marked)
+    return Variant(f"{name}_grid_{divisor}", "persistent", f"{name} on 1/{divisor} of its grid",
+                   _plan_mega(marked, divisor), bind, limit=_marked_limit if marked else _limit)
+
+
 WORKLOAD = register(Workload(
     name="block_chain",
     about="x_{l+1} = gelu(band(W_l) x_l + b_l): each unit reads 3 groups of the layer before; a counter per tile",
@@ -358,12 +314,13 @@ WORKLOAD = register(Workload(
 ))
 for _name, _pattern, _about, _plan, _bind in (
         ("unfused", "unfused", "per layer: a band matvec kernel writes W x to memory, a bias kernel, a GELU kernel",
-         plan_unfused, bind_unfused),
-        ("fused", "fused", "one kernel per layer: band matvec + bias + GELU epilogue", _plan_layers(False), bind_fused),
+         PER_LAYER.plan_unfused, PER_LAYER.bind_unfused),
+        ("fused", "fused", "one kernel per layer: band matvec + bias + GELU epilogue", PER_LAYER.plan_layers(False),
+         PER_LAYER.bind_fused),
         ("graph", "graph", "the fused layer launches captured once in a CUDA graph, replayed",
-         _plan_layers(False), bind_graph),
+         PER_LAYER.plan_layers(False), PER_LAYER.bind_graph),
         ("graph_pdl", "pdl", "as graph, with PDL: each layer loads its weights before griddepcontrol.wait",
-         _plan_layers(True), bind_graph_pdl),
+         PER_LAYER.plan_layers(True), PER_LAYER.bind_graph_pdl),
         ("megakernel", "persistent", "one launch, a block per (layer, tile); a counter per tile: a tile waits only "
          "for the 3 tiles it reads (release add after the stores, bounded acquire polls)", _plan_mega(False),
          bind_megakernel)):
