@@ -131,9 +131,9 @@ def test_bad_arguments_name_the_problem(rng):
     out = poisoned(W.output_specs(size))
     bad_w = to_device({"W": np.zeros((2, 7, 8), np.float32)})["W"]
     with pytest.raises(ArgumentError, match="3 x group"):
-        chain.bind_fused({**inputs, "W": bad_w}, out)
+        W.variant("fused").bind({**inputs, "W": bad_w}, out)
     with pytest.raises(ArgumentError, match="bias"):
-        chain.bind_fused({**inputs, "bias": to_device({"b": np.zeros((3, 7), np.float32)})["b"]}, out)
+        W.variant("fused").bind({**inputs, "bias": to_device({"b": np.zeros((3, 7), np.float32)})["b"]}, out)
     with pytest.raises(ArgumentError, match="host NumPy array"):
         chain.bind_megakernel({**inputs, "x": np.zeros(7, np.float32)}, out)
     with pytest.raises(ArgumentError, match="blocks=0"):

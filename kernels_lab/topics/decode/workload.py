@@ -38,17 +38,17 @@ measured in NumPy); float32 against float64 after 16 layers of hidden 4096: 2e-6
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from ...arrays import ArgumentError, device_array
-from ...backend import BACKEND, in_order
+from ...backend import BACKEND
 from ...core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
 from ...runtime import cuda
 from . import kernels as dk
+from .per_layer import PerLayer
 
 F32 = 4
 GAIN = 1.35
@@ -123,11 +123,7 @@ def _limit(size: Size) -> str | None:
 
 # -- launches ---------------------------------------------------------------------------------------
 
-# -- unfused and fused: a kernel (or three) per layer -------------------------------------------------
-
-def _elementwise_grid(size: Size) -> int:
-    return -(-size.batch * size.hidden // dk.EW_BLOCK)
-
+# -- unfused and fused: a kernel (or three) per layer (per_layer.py, shared with block_chain) ----------
 
 def _tile_bytes(size: Size, bias: bool) -> tuple[int, int]:
     """(read, written) by one layer's tiles: W once; each row's threads read all of x_l (L1 serves the
@@ -136,67 +132,13 @@ def _tile_bytes(size: Size, bias: bool) -> tuple[int, int]:
     return F32 * (H * H + H * B * H + (H if bias else 0)), F32 * B * H
 
 
-def plan_unfused(size: Size) -> Plan:
-    geo, BH = dk.geometry(size.hidden, size.batch), size.batch * size.hidden
-    read, written = _tile_bytes(size, bias=False)
-    per_layer = (KernelLaunch(kernel_name(dk.kernels(geo).matvec), geo.tiles, geo.threads, read, written,
-                              read_bytes_in_flight=F32 * geo.vec * geo.per_thread),
-                 KernelLaunch(kernel_name(dk.decode_bias), _elementwise_grid(size), dk.EW_BLOCK, 2 * F32 * BH, F32 * BH),
-                 KernelLaunch(kernel_name(dk.decode_gelu), _elementwise_grid(size), dk.EW_BLOCK, F32 * BH, F32 * BH))
-    return Plan(per_layer * size.layers)
+def _tile_launch(size: Size, kernel: Any, bias: bool) -> KernelLaunch:
+    geo = dk.geometry(size.hidden, size.batch)
+    return KernelLaunch(kernel_name(kernel), geo.tiles, geo.threads, *_tile_bytes(size, bias),
+                        read_bytes_in_flight=F32 * geo.vec * geo.per_thread)
 
 
-def bind_unfused(inputs, outputs, stream=0):
-    buf = Buffers(inputs, outputs, stream)
-    z = cuda.device_array(buf.batch * buf.hidden, np.float32, stream=stream)  # W x: through memory
-    grid = -(-z.size // dk.EW_BLOCK)
-    launches = []
-    for l in range(buf.layers):
-        last = l == buf.layers - 1
-        launches += [BACKEND.launcher(buf.kernels.matvec, buf.geo.tiles, buf.geo.threads, (buf.W, buf.x, buf.acts, l, z), stream),
-                     BACKEND.launcher(dk.decode_bias, grid, dk.EW_BLOCK, (z, buf.bias, l, buf.hidden), stream),
-                     BACKEND.launcher(dk.decode_gelu, grid, dk.EW_BLOCK,
-                             (z, buf.out if last else buf.acts, 0 if last else l * z.size), stream)]
-    return in_order(launches)
-
-
-def _plan_layers(pdl: bool):
-    def plan(size: Size) -> Plan:
-        geo = dk.geometry(size.hidden, size.batch)
-        k = dk.kernels(geo)
-        read, written = _tile_bytes(size, bias=True)
-        name = kernel_name(k.layer_pdl if pdl and BACKEND.runs_griddepcontrol else k.layer)
-        return Plan(tuple(KernelLaunch(name, geo.tiles, geo.threads, read, written,
-                                       read_bytes_in_flight=F32 * geo.vec * geo.per_thread)
-                          for _ in range(size.layers)))
-    return plan
-
-
-def _layer_launches(inputs, outputs, stream, pdl: bool) -> list[Callable[..., None]]:
-    buf = Buffers(inputs, outputs, stream)
-    if pdl and not BACKEND.runs_griddepcontrol:
-        warnings.warn(f"decode graph_pdl: {BACKEND.pdl()[1]}; replaying plain launches instead", stacklevel=3)
-        pdl = False
-    if not pdl:
-        return [BACKEND.launcher(buf.kernels.layer, buf.geo.tiles, buf.geo.threads, (*buf.chain, l), stream)
-                for l in range(buf.layers)]
-    # every layer waits before it reads x_l; all but the last trigger, so that whatever follows the
-    # chain in the stream never starts before it has finished
-    return [BACKEND.launcher(buf.kernels.layer_pdl, buf.geo.tiles, buf.geo.threads,
-                    (*buf.chain, l, np.int32(l < buf.layers - 1)), stream, pdl=True)
-            for l in range(buf.layers)]
-
-
-def bind_fused(inputs, outputs, stream=0):
-    return in_order(_layer_launches(inputs, outputs, stream, pdl=False))
-
-
-def bind_graph(inputs, outputs, stream=0):
-    return BACKEND.graph(_layer_launches(inputs, outputs, stream, pdl=False), stream, "decode graph")
-
-
-def bind_graph_pdl(inputs, outputs, stream=0):
-    return BACKEND.graph(_layer_launches(inputs, outputs, stream, pdl=True), stream, "decode graph_pdl")
+PER_LAYER = PerLayer("decode", Buffers, lambda size: dk.kernels(dk.geometry(size.hidden, size.batch)), _tile_launch)
 
 
 # -- persistent and megakernel: one launch for all layers ---------------------------------------------
@@ -438,13 +380,13 @@ WORKLOAD = register(Workload(
 ))
 for _name, _pattern, _about, _plan, _bind in (
         ("unfused", "unfused", "per layer: a matvec kernel writes W x to memory, a bias kernel, a GELU kernel",
-         plan_unfused, bind_unfused),
+         PER_LAYER.plan_unfused, PER_LAYER.bind_unfused),
         ("fused", "fused", "one kernel per layer: matvec + bias + GELU epilogue, 16-byte weight loads",
-         _plan_layers(False), bind_fused),
+         PER_LAYER.plan_layers(False), PER_LAYER.bind_fused),
         ("graph", "graph", "the fused layer launches captured once in a CUDA graph, replayed",
-         _plan_layers(False), bind_graph),
+         PER_LAYER.plan_layers(False), PER_LAYER.bind_graph),
         ("graph_pdl", "pdl", "as graph, with PDL: each layer loads its weights before griddepcontrol.wait",
-         _plan_layers(True), bind_graph_pdl),
+         PER_LAYER.plan_layers(True), PER_LAYER.bind_graph_pdl),
         ("persistent", "persistent", "one cooperative kernel, a grid barrier between layers, the next layer's "
          "weights loaded before it", plan_persistent, bind_persistent)):
     WORKLOAD.add(Variant(_name, _pattern, _about, _plan, _bind, limit=_limit))
