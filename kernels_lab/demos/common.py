@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..backend import BACKEND
 from ..core import Size, Workload, get_workload
@@ -73,6 +73,18 @@ def show_committed(name: str, numbers: Callable[[dict[str, Any]], str], out_dir:
     for png, copy in zip(figures, made):
         print(f"wrote {copy} (the committed figure figures/{png.name})")
     return made
+
+
+def write_measured(request: DemoRequest, records: list[dict[str, Any]],
+                   figures: Mapping[str, Callable[[list[dict[str, Any]], dict[str, Any], Path], Path]]) -> None:
+    """A fixed-configuration demo's GPU run, written: its results file, then its figures (suffix -> draw(records,
+    meta, path)): the first at the request's figure, each other beside it as STEM_SUFFIX.png; all named."""
+    from ..profile import results
+    meta = results.make_meta(request.command_line, None)
+    results.dump(meta, records, request.json)
+    made = [draw(records, meta, request.figure.with_name(f"{request.figure.stem}_{suffix}.png") if i else request.figure)
+            for i, (suffix, draw) in enumerate(figures.items())]
+    print(f"wrote {request.json}, " + ", ".join(map(str, made)))
 
 
 CHECK_ELEMENTS = 1 << 20  # a size every variant checks against float64 in about a second on a GPU

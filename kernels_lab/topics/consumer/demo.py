@@ -6,10 +6,9 @@ import numpy as np
 
 from ...backend import BACKEND
 from . import LaunchPerRequest, PersistentConsumer, default_protocol, reference
-from ...profile import results
 from ...demos import Demo, DemoRequest
 from .figures import HEADLINE_PAYLOAD, consumer_latency_cdf, consumer_throughput, headline_payload_bytes
-from ...demos.common import opening, show_committed
+from ...demos.common import opening, show_committed, write_measured
 
 
 def table(records: list[dict]) -> str:
@@ -69,11 +68,7 @@ def run(request: DemoRequest) -> int:
                                seconds=0.25)
     print(table(records))
     print(narrate(records))
-    meta = results.make_meta(request.command_line, None)
-    results.dump(meta, records, request.json)
-    made = [consumer_latency_cdf(records, meta, request.figure),
-            consumer_throughput(records, meta, request.figure.with_name(request.figure.stem + "_throughput.png"))]
-    print(f"wrote {request.json}, " + ", ".join(map(str, made)))
+    write_measured(request, records, {"latency": consumer_latency_cdf, "throughput": consumer_throughput})
     return 0
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from ...backend import BACKEND
-from ...profile import results
 from ...demos import Demo, DemoRequest
 from .figures import ladder
-from ...demos.common import show_committed
+from ...demos.common import show_committed, write_measured
 
 
 def narrate(rungs: list[dict]) -> str:
@@ -41,9 +40,7 @@ def run(request: DemoRequest) -> int:
     rungs = measure_ladder()
     print(rung_lines(rungs))
     print(narrate(rungs))
-    meta = results.make_meta(request.command_line, None)
-    results.dump(meta, rungs, request.json)
-    print(f"wrote {request.json} and {ladder(rungs, meta, request.figure)}")
+    write_measured(request, rungs, {"ladder": ladder})
     return 0
 
 

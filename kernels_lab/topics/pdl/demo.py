@@ -8,10 +8,9 @@ import warnings
 from . import rules as pdl_rules
 from ...backend import BACKEND
 from . import workload as pdl
-from ...profile import results
 from ...demos import Demo, DemoRequest
 from .figures import pdl_summary, pdl_timeline
-from ...demos.common import heading, show_committed
+from ...demos.common import heading, show_committed, write_measured
 
 
 RULES = (
@@ -74,11 +73,7 @@ def run(request: DemoRequest) -> int:
     from .bench import measure_pdl
     records = measure_pdl(groups=(8, 32), classes=("tiny", "large"), reps=10)  # 20 reps: 15.6 s on the H200
     print(narrate(records))
-    meta = results.make_meta(request.command_line, None)
-    results.dump(meta, records, request.json)
-    made = [pdl_timeline(records, meta, request.figure),
-            pdl_summary(records, meta, request.figure.with_name(request.figure.stem + "_e2e.png"))]
-    print(f"wrote {request.json}, " + ", ".join(map(str, made)))
+    write_measured(request, records, {"timeline": pdl_timeline, "e2e": pdl_summary})
     return 0
 
 
