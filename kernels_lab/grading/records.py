@@ -110,6 +110,13 @@ class Run:
         """Did the run itself finish (an exception of the submission's own counts; a hang does not)?"""
         return self.error is None or self.error.type not in ("NotRun", "Timeout")
 
+    def data_failure(self, about: str) -> str | None:
+        """A data exercise's run that cannot be scored, named (`about`: the case): the error it raised, or that
+        it returned nothing; None when it returned what its judge ran (a dict)."""
+        if self.run_error is not None:
+            return f"{about}: {self.run_error.type}: {self.run_error.message[:400]}"
+        return None if isinstance(self.ran, dict) else f"{about}: the run returned nothing"
+
 
 @dataclass(frozen=True)
 class Verdict:

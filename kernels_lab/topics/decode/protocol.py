@@ -675,11 +675,9 @@ class ProtocolJudge:
 
     def score(self, case: Case, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
         """got: the case's grading.records.Run (value, ran, run_error)."""
-        ran = got.ran if isinstance(got.ran, dict) else None
-        if got.run_error is not None or ran is None:
-            why = (f"{job['about']}: {got.run_error.type}: {got.run_error.message[:400]}" if got.run_error else
-                   f"{job['about']}: the run returned nothing")
+        if (why := got.data_failure(job["about"])) is not None:
             return [(c, False, why) for c in self.checks]
+        ran = got.ran
         at_count = self._at_count(ran["at"], ran["arrives"])
         marks = {SIGNAL_ONE: self._signal(ran["signal"]), AT_COUNT: at_count,
                  **self._ordering(ran["ptx"], ran["weak"], ran.get("no_ptx")), **self._runs(job, ran),

@@ -130,9 +130,7 @@ class CombineJudge:
 
     def score(self, case: Case, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
         """got: the case's grading.records.Run (value, ran, run_error)."""
-        if got.run_error is not None or not isinstance(got.ran, dict):
-            why = (f"{job['about']}: {got.run_error.type}: {got.run_error.message[:400]}" if got.run_error else
-                   f"{job['about']}: the run returned nothing")
+        if (why := got.data_failure(job["about"])) is not None:
             return [(c, False, why) for c in self.checks]
         probes, found = pairs(job["seed"]), got.ran["pairs"]
         marks = {WEIGHTS: _raised(found["unequal"]) or self._weights(*probes["unequal"], found["unequal"]),

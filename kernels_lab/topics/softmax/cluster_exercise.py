@@ -179,11 +179,9 @@ class ClusterJudge:
         return ran
 
     def score(self, case: Case, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
-        ran = got.ran if isinstance(got.ran, dict) else None
-        if got.run_error is not None or ran is None:
-            why = (f"{job['about']}: {got.run_error.type}: {got.run_error.message[:400]}" if got.run_error else
-                   f"{job['about']}: the run returned nothing")
+        if (why := got.data_failure(job["about"])) is not None:
             return [(c, False, why) for c in self.checks]
+        ran = got.ran
         seed = job["seed"]
         marks = [(COMBINE, *self._combine(ran["plain"], seed)),
                  (WAITS, *self._same(ran["plain"], ran["late"],
