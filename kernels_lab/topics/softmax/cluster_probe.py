@@ -34,7 +34,7 @@ from kernels_lab.topics.softmax import cluster as cl
 from kernels_lab.topics.softmax import split as sp
 from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.checks import compare
-from kernels_lab.core import get_workload
+from kernels_lab.core import Workload, get_workload
 from kernels_lab.profile.anchors import torch_cuda
 from kernels_lab.profile.study import AnchorUnavailable, windows
 
@@ -130,21 +130,25 @@ def probe_dynamic() -> dict[str, Any]:
 
 # -- 3. softmax: check, then time -------------------------------------------------------------------------
 
-def check(bind, size, seed: int) -> str | None:
-    """One run on fresh inputs (rows near +100 and -120) into poisoned outputs: what is wrong, or None."""
-    inputs = W.make_inputs(size, np.random.default_rng(seed))
-    outputs = poisoned(W.output_specs(size))
+def check(workload: Workload, bind, size, seed: int) -> str | None:
+    """One run on fresh inputs (softmax's: rows near +100 and -120) into poisoned outputs, its output against
+    float64: what is wrong, or None."""
+    inputs = workload.make_inputs(size, np.random.default_rng(seed))
+    outputs = poisoned(workload.output_specs(size))
     bind(to_device(inputs), outputs)()
     cuda.synchronize()
-    _, bad = compare("out", outputs["out"].copy_to_host(), W.reference(inputs)["out"], W.tolerance)
-    return None if bad is None else (f"{bad.bad} bad ({bad.unwritten} unwritten), first out{list(bad.index)}: "
+    (name, want), = workload.reference(inputs).items()
+    _, bad = compare(name, outputs[name].copy_to_host(), want, workload.tolerance)
+    return None if bad is None else (f"{bad.bad} bad ({bad.unwritten} unwritten), first {name}{list(bad.index)}: "
                                      f"expected {bad.expected:.6g}, got {bad.got:.6g}")
 
 
-def check_rows(x_host: np.ndarray, got, rng: np.random.Generator) -> str | None:
-    """After timing: windows of rows (first, random, last) of the full-size output against float64."""
-    for window in windows(x_host.shape[0], rng):
-        _, bad = compare("out", got(window), W.reference({"x": x_host[window]})["out"], W.tolerance)
+def check_rows(workload: Workload, inputs: dict[str, np.ndarray], got, rng: np.random.Generator) -> str | None:
+    """After timing: windows of rows (first, random, last) of the full-size output against float64 (x cut to
+    the window, the other inputs whole)."""
+    for window in windows(inputs["x"].shape[0], rng):
+        (name, want), = workload.reference({k: v[window] if k == "x" else v for k, v in inputs.items()}).items()
+        _, bad = compare(name, got(window), want, workload.tolerance)
         if bad is not None:
             return f"rows {window.start}..{window.stop - 1}: {bad.bad} bad"
     return None
@@ -220,7 +224,7 @@ def one_width(cols: int, reps: int, torch, ceiling: float, problems: list[str],
         entries = [(name_of(s) + (" (default)" if s == default else ""),
                     lambda i, o, s=s: cl.bind_cluster(i, o, shape=s)) for s in layouts(cols)]
         entries.append(("split (registered)", lambda i, o: sp.bind_split(i, o)))
-    ok = checked_binds(cols, entries, lambda bind: check(bind, check_size, seed=cols), problems)
+    ok = checked_binds(cols, entries, lambda bind: check(W, bind, check_size, seed=cols), problems)
     x_host = W.make_inputs(size, np.random.default_rng(cols + 1))["x"]
     x = cuda.to_device(x_host)
     lines = []
@@ -240,22 +244,12 @@ def one_width(cols: int, reps: int, torch, ceiling: float, problems: list[str],
         lines.append(("torch.softmax", lambda: holder.__setitem__("t", torch.softmax(xt, dim=-1)),
                       lambda w: holder["t"][w].cpu().numpy()))
     rng = np.random.default_rng(7)
-    return time_lines("softmax", cols, rows, USEFUL, lines, lambda got: check_rows(x_host, got, rng), ceiling,
-                      problems, reps)
+    return time_lines("softmax", cols, rows, USEFUL, lines, lambda got: check_rows(W, {"x": x_host}, got, rng),
+                      ceiling, problems, reps)
 
 
 CE = get_workload("cross_entropy")
 CE_WIDTHS = (50257, 131072, 262144)
-
-
-def ce_check(bind, size, seed: int) -> str | None:
-    inputs = CE.make_inputs(size, np.random.default_rng(seed))
-    outputs = poisoned(CE.output_specs(size))
-    bind(to_device(inputs), outputs)()
-    cuda.synchronize()
-    _, bad = compare("loss", outputs["loss"].copy_to_host(), CE.reference(inputs)["loss"], CE.tolerance)
-    return None if bad is None else f"{bad.bad} bad, first loss{list(bad.index)}: expected {bad.expected:.6g}, " \
-                                    f"got {bad.got:.6g}"
 
 
 def one_ce_width(cols: int, reps: int, torch, ceiling: float, problems: list[str]) -> list[dict[str, Any]]:
@@ -263,7 +257,7 @@ def one_ce_width(cols: int, reps: int, torch, ceiling: float, problems: list[str
     rows = max(1, X_BYTES // (4 * cols))
     size = CE.size(rows=rows, cols=cols)
     entries = [(name, CE.variant(name).bind) for name in CE.variants]
-    ok = checked_binds(cols, entries, lambda bind: ce_check(bind, CE.size(rows=CHECK_ROWS, cols=cols), cols), problems)
+    ok = checked_binds(cols, entries, lambda bind: check(CE, bind, CE.size(rows=CHECK_ROWS, cols=cols), cols), problems)
     inputs = CE.make_inputs(size, np.random.default_rng(cols + 2))
     device = to_device(inputs)
     lines = []

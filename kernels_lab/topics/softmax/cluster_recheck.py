@@ -4,7 +4,7 @@ cluster_combine on the GPU, and re-time the new default layout beside the previo
     PYTHONPATH=$PWD KERNELS_LAB_BACKEND=gpu python3 -m kernels_lab.topics.softmax.cluster_recheck OUT_DIR
 
 1. grades (kernels-lab's grader, its confined child on the GPU; no compile gate, no sanitizers: ~10 s each) of
-   the lesson's solution and three wrong combines of tests/submissions/: each one's points against those the
+   the lesson's solution and three wrong combines (tests/mutations.py): each one's points against those the
    simulator gives it (tests/test_grading_cluster.py);
 2. at 32768, 65536 and 131072 columns (256 MiB of x): the default layout (cluster.cluster_shape, the best
    measured) and the previous default (k = portable_slices, the fewest threads), `split` and torch.softmax,
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from ...arrays import poisoned, to_device
-from ...checks import compare
 from ...core import get_workload
 from ...profile.ceiling import measure_copy_ceiling
 from ...profile.results import SCHEMA, make_meta
@@ -49,8 +49,9 @@ def grades() -> list[dict[str, Any]]:
     found = []
     for name, lost in EXPECTED.items():
         try:
+            # the wrong combines are named mutations of the solution (tests/mutations.py)
             source = solution_source("cluster_combine") if name == "lesson solution" else \
-                (ROOT / "tests" / "submissions" / f"{name}.py").read_text()
+                runpy.run_path(str(ROOT / "tests" / "mutations.py"))["mutant"](name)
         except Exception as e:  # noqa: BLE001  (jupytext missing: the [lessons] extra; said, the rest goes on)
             found.append({"submission": name, "outcome": f"not graded: {type(e).__name__}: {e}", "scores": {},
                           "expected": {**FULL, **lost}, "as_expected": False})
@@ -90,14 +91,8 @@ def layernorm_width(cols: int, reps: int, torch, ceiling: float, problems: list[
     w = get_workload("layernorm")
     rows = max(1, cp.X_BYTES // (4 * cols))
 
-    def check(bind) -> str | None:
-        inputs = w.make_inputs(w.size(rows=cp.CHECK_ROWS, cols=cols), np.random.default_rng(cols))
-        outputs = poisoned(w.output_specs(w.size(rows=cp.CHECK_ROWS, cols=cols)))
-        bind(to_device(inputs), outputs)()
-        _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
-        return None if bad is None else f"{bad.bad} bad, first out{list(bad.index)}"
-    ok = cp.checked_binds(cols, [(f"layernorm {n}", w.variant(n).bind) for n in ("cluster", "unfused")], check,
-                          problems)
+    ok = cp.checked_binds(cols, [(f"layernorm {n}", w.variant(n).bind) for n in ("cluster", "unfused")],
+                          lambda bind: cp.check(w, bind, w.size(rows=cp.CHECK_ROWS, cols=cols), cols), problems)
     inputs = w.make_inputs(w.size(rows=rows, cols=cols), np.random.default_rng(cols + 3))
     device = to_device(inputs)
     lines = []
@@ -111,15 +106,8 @@ def layernorm_width(cols: int, reps: int, torch, ceiling: float, problems: list[
             "t", torch.nn.functional.layer_norm(xt, (cols,), gt, bt, eps=1e-5)),
             lambda win: holder["t"][win].cpu().numpy()))
     rng = np.random.default_rng(9)
-
-    def recheck(got) -> str | None:
-        for window in cp.windows(rows, rng):
-            want = w.reference({k: inputs[k][window] if k == "x" else inputs[k] for k in inputs})["out"]
-            _, bad = compare("out", got(window), want, w.tolerance)
-            if bad is not None:
-                return f"rows {window.start}..{window.stop - 1}: {bad.bad} bad"
-        return None
-    return cp.time_lines("layernorm", cols, rows, cp.USEFUL, lines, recheck, ceiling, problems, reps)
+    return cp.time_lines("layernorm", cols, rows, cp.USEFUL, lines, lambda got: cp.check_rows(w, inputs, got, rng),
+                         ceiling, problems, reps)
 
 
 def main(argv: list[str] | None = None) -> int:
