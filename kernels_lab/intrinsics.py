@@ -50,6 +50,13 @@ else:
         start = builder.mul(v, ir.Constant(v.type, 4))
         return builder.bitcast(builder.gep(data, [start]), f32x4.as_pointer())
 
+    def _require_vector(op: str, a, dtype, integers: str, *indices) -> None:
+        """Typing: `op` takes a 1-D `dtype` array and integer indices; else a TypeError naming what it got."""
+        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == dtype):
+            raise TypeError(f"{op} needs a 1-D {dtype} array, got {a}")
+        if not all(isinstance(i, types.Integer) for i in indices):
+            raise TypeError(f"{op} needs {integers}, got {', '.join(map(str, indices))}")
+
     def _check(arrty, index):
         if not (isinstance(arrty, types.Array) and arrty.dtype == types.float32):
             raise TypeError(f"load4/store4 need a float32 array, got {arrty}")
@@ -116,10 +123,7 @@ else:
     def _scalar_load(op: str, nbtype, llty, constraint: str):
         @intrinsic
         def load(typingctx, a, i):
-            if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == nbtype):
-                raise TypeError(f"{op} needs a 1-D {nbtype} array, got {a}")
-            if not isinstance(i, types.Integer):
-                raise TypeError(f"{op} needs an integer index, got {i}")
+            _require_vector(op, a, nbtype, "an integer index", i)
 
             def codegen(context, builder, signature, args):
                 ptr = _element_pointer(context, builder, signature.args[0], *args)
@@ -149,10 +153,7 @@ else:
 
     @intrinsic
     def load_marked2_sys(typingctx, a, v):
-        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.int64):
-            raise TypeError(f"load_marked2_sys needs a 1-D int64 array, got {a}")
-        if not isinstance(v, types.Integer):
-            raise TypeError(f"load_marked2_sys needs an integer vector index, got {v}")
+        _require_vector("load_marked2_sys", a, types.int64, "an integer vector index", v)
         sig = types.Tuple((types.float32, types.int32, types.float32, types.int32))(a, v)
 
         def codegen(context, builder, signature, args):
@@ -209,10 +210,7 @@ else:
 
     @intrinsic
     def add_release_gpu(typingctx, a, i, v):
-        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.int32):
-            raise TypeError(f"add_release_gpu needs a 1-D int32 array, got {a}")
-        if not (isinstance(i, types.Integer) and isinstance(v, types.Integer)):
-            raise TypeError(f"add_release_gpu needs an integer index and value, got {i}, {v}")
+        _require_vector("add_release_gpu", a, types.int32, "an integer index and value", i, v)
 
         def codegen(context, builder, signature, args):
             ptr = _element_pointer(context, builder, signature.args[0], args[0], args[1])
@@ -224,10 +222,7 @@ else:
 
     @intrinsic
     def prefetch_l2(typingctx, a, i):
-        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.float32):
-            raise TypeError(f"prefetch_l2 needs a 1-D float32 array, got {a}")
-        if not isinstance(i, types.Integer):
-            raise TypeError(f"prefetch_l2 needs an integer index, got {i}")
+        _require_vector("prefetch_l2", a, types.float32, "an integer index", i)
 
         def codegen(context, builder, signature, args):
             ptr = _element_pointer(context, builder, signature.args[0], *args)
