@@ -1,5 +1,6 @@
-"""Every kernel of every variant of every workload compiles for the GPUs students have: sm_75 (T4),
-sm_80 (A100) and sm_90 (H100/H200), with numba's real compiler and no GPU.
+"""Every kernel of every variant of every workload compiles for the oldest and the newest GPUs students have:
+sm_75 (T4) and sm_90 (H100/H200), with numba's real compiler and no GPU (sm_80, the A100, between them: what
+sm_75 has, it has; nothing the kernels use is new in it and absent from sm_90).
 
 The kernels and their signatures come from launches: each variant is launched here on the simulator
 (at the smallest and the largest of the workload's test sizes, so that kernels specialised on the size,
@@ -8,7 +9,7 @@ records every kernel's Python function and the numba types of the arguments it w
 is simulated). A child process on the PTX back-end (KERNELS_LAB_BACKEND=ptx) rebuilds each function from
 its code, module and closure (device functions in the closure are rebuilt as device functions, one
 dispatcher each) and compiles it with kernels_lab.capabilities.compile_ptx for each compute capability,
-the lowest first: a device function is compiled once per process, so the sm_80 and sm_90 kernels link
+the lowest first: a device function is compiled once per process, so the sm_90 kernels link
 the one lowered for sm_75 (what sm_75 has, the later ones have too).
 
 Needs NVVM and NVRTC (pip install 'kernels-lab[cu13]'; CI installs them); skips saying so otherwise.
@@ -131,7 +132,7 @@ def collect(w) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", sorted(all_workloads()))
-def test_every_kernel_compiles_for_sm75_sm80_sm90(name, tmp_path):
+def test_every_kernel_compiles_for_sm75_and_sm90(name, tmp_path):
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the simulator's PDL fallback warns
@@ -140,7 +141,9 @@ def test_every_kernel_compiles_for_sm75_sm80_sm90(name, tmp_path):
     (tmp_path / "jobs.pkl").write_bytes(pickle.dumps(jobs))
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["KERNELS_LAB_BACKEND"] = "ptx"
-    ccs = [f"{a}.{b}" for a, b in sorted(capabilities.STUDENT_CCS)]  # lowest first: see the module's docstring
+    # the oldest and the newest (lowest first: see the module's docstring); sm_80 between them adds no
+    # instruction the kernels use that sm_75 lacks and sm_90 has not checked, and a third of the time
+    ccs = [f"{a}.{b}" for a, b in (min(capabilities.STUDENT_CCS), max(capabilities.STUDENT_CCS))]
     out = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "jobs.pkl"), *ccs], capture_output=True,
                          text=True, env=env, cwd=ROOT, timeout=900)
     assert out.returncode == 0, f"the compiling child failed: {out.stderr.strip()[-2000:]}"

@@ -29,6 +29,8 @@ def _runnable(w, variant):
 def test_every_variant_matches_the_float64_reference_at_odd_sizes(workload, variant):
     w = WORKLOADS[workload]
     sizes = _runnable(w, variant)
+    if variant == "cluster" and ON_SIMULATOR:  # its largest test size is 8-block clusters a row, 1-2 min of
+        sizes = sizes[:-1]                      # simulated threads: tests/test_clusters.py runs those layouts
     assert sizes, f"{workload}/{variant} runs none of the workload's test sizes"
     for k, size in enumerate(sizes):
         result = check_variant(w, w.variant(variant), size, seed=1000 + k)
