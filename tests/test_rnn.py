@@ -10,7 +10,7 @@ import pytest
 
 from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.core import get_workload
-from kernels_lab.backend import BACKEND
+from kernels_lab.give_up import GiveUpWord
 from kernels_lab.runtime import ON_GPU, cuda
 from kernels_lab.topics.rnn import workload as rnn
 from sources import submission
@@ -76,12 +76,11 @@ def test_a_flag_barrier_that_never_opens_is_an_error_not_a_hang():
     lay = rnn.make_layout(8, 2, rnn.Tiling(8, 4, 2), max_blocks=2)
     assert lay.blocks == 2
     inputs, out = to_device(W.make_inputs(size, np.random.default_rng(0))), poisoned(W.output_specs(size))
-    status = cuda.mapped_array(1, np.int32)
-    BACKEND.host_view(status)[0] = 0
-    args = (inputs["W"], inputs["u"], out["h"], cuda.to_device(np.zeros(3, np.int32)), status, np.int32(20))
-    launch = rnn.PersistentLaunch(rnn.persistent_kernel(lay, "flag"), lay, args, status, 0)
+    gave_up = GiveUpWord()
+    args = (inputs["W"], inputs["u"], out["h"], cuda.to_device(np.zeros(3, np.int32)), gave_up.word, np.int32(20))
+    launch = rnn.PersistentLaunch(rnn.persistent_kernel(lay, "flag"), lay, args, gave_up, 0)
     launch()
-    assert launch.timed_out_at() == 0
+    assert gave_up.at() == 0
     with pytest.raises(rnn.BarrierTimeout, match="timed out at step 0"):
         launch()
 

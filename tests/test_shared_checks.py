@@ -1,5 +1,6 @@
-"""Checks that several places share (issue 35: one piece of code instead of copies): a data exercise's run
-that cannot be scored, as every data judge names it; the GPU probes' check of a variant into poisoned outputs."""
+"""What several places share (issue 35: one piece of code instead of copies): a data exercise's run that
+cannot be scored, as every data judge names it; the GPU probes' check of a variant into poisoned outputs;
+a fixed-configuration demo's results file and figures."""
 
 import numpy as np
 import pytest
@@ -46,3 +47,23 @@ def test_the_probes_row_recheck_finds_a_wrong_row():
     wrong[0, 3] += 1  # row 0 is in every set of windows
     said = cp.check_rows(w, inputs, lambda rows: wrong[rows], np.random.default_rng(9))
     assert said is not None and said.startswith("rows 0..") and "1 bad" in said
+
+
+def test_a_fixed_demo_writes_its_results_then_its_figures_beside_the_first(tmp_path, capsys):
+    from kernels_lab.demos import DemoRequest
+    from kernels_lab.demos.common import write_measured
+    from kernels_lab.profile import results
+
+    def draw(tag):
+        def drawn(records, meta, path):
+            path.write_text(f"{tag} {len(records)} {meta['command']}")
+            return path
+        return drawn
+    request = DemoRequest(None, None, 1, tmp_path, tmp_path / "pdl.json", tmp_path / "pdl.png", "kernels-lab demo pdl")
+    record = {k: 1 for k in results.REQUIRED_BY_KIND["pdl"]} | {"kind": "pdl"}
+    write_measured(request, [record, record], {"timeline": draw("first"), "e2e": draw("second")})
+    assert (tmp_path / "pdl.png").read_text() == "first 2 kernels-lab demo pdl"
+    assert (tmp_path / "pdl_e2e.png").read_text() == "second 2 kernels-lab demo pdl"
+    assert results.load(tmp_path / "pdl.json")["records"] == [record, record]
+    said = capsys.readouterr().out.strip()
+    assert said == f"wrote {tmp_path / 'pdl.json'}, {tmp_path / 'pdl.png'}, {tmp_path / 'pdl_e2e.png'}"

@@ -82,8 +82,9 @@ def write_measured(request: DemoRequest, records: list[dict[str, Any]],
     from ..profile import results
     meta = results.make_meta(request.command_line, None)
     results.dump(meta, records, request.json)
-    made = [draw(records, meta, request.figure.with_name(f"{request.figure.stem}_{suffix}.png") if i else request.figure)
-            for i, (suffix, draw) in enumerate(figures.items())]
+    _, *others = figures
+    paths = [request.figure] + [request.figure.with_name(f"{request.figure.stem}_{suffix}.png") for suffix in others]
+    made = [draw(records, meta, path) for draw, path in zip(figures.values(), paths)]
     print(f"wrote {request.json}, " + ", ".join(map(str, made)))
 
 

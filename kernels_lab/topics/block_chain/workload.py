@@ -70,6 +70,7 @@ import numpy as np
 from ...arrays import ArgumentError, device_array
 from ...backend import BACKEND
 from ...core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
+from ...give_up import GiveUpWord
 from ...runtime import cuda
 from ..decode.per_layer import PerLayer
 from ..decode.workload import SPIN_LIMIT, DependencyTimeout, gelu64
@@ -237,19 +238,16 @@ class MegakernelLaunch:
         # a count per tile and the blocks done; marked: the blocks done and the last launch's epoch
         self.counters = cuda.to_device(np.zeros(2 if marked else buf.layers * buf.geo.tiles + 1, np.int32),
                                        stream=stream)
-        self.status = cuda.mapped_array(1, np.int32)  # the host reads it without a copy
-        self._status = BACKEND.host_view(self.status)
-        self._status[0] = 0
+        self.gave_up = GiveUpWord()  # a waiting block of layer l stores l: a tile of layer l - 1 never came
         acts = buf.acts
         if marked:  # epoch 0 everywhere: no word carries a launch's epoch yet
             acts = cuda.to_device(np.zeros(max(1, buf.layers - 1) * ck.marked_slot(buf.geo), np.int64), stream=stream)
-        args = (buf.W, buf.bias, buf.x, acts, buf.out, self.counters, self.status, np.int64(spin_limit))
+        args = (buf.W, buf.bias, buf.x, acts, buf.out, self.counters, self.gave_up.word, np.int64(spin_limit))
         self._launch = BACKEND.launcher(_mega_kernel(buf.geo, marked), blocks, buf.geo.threads, args, stream)
 
     def timed_out_at(self) -> int | None:
         """A layer whose input (a tile of the layer before) a block gave up waiting for, or None."""
-        layer = int(self._status[0])
-        return layer if layer else None
+        return None if (before := self.gave_up.at()) is None else before + 1
 
     def raise_if_timed_out(self) -> None:
         if (layer := self.timed_out_at()) is not None:

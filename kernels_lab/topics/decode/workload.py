@@ -46,6 +46,7 @@ import numpy as np
 from ...arrays import ArgumentError, device_array
 from ...backend import BACKEND
 from ...core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
+from ...give_up import GiveUpWord
 from ...runtime import cuda
 from . import kernels as dk
 from .per_layer import PerLayer
@@ -287,9 +288,7 @@ class MegakernelLaunch:
         self.table, self.layers, self.tiles = table, buf.layers, buf.geo.tiles
         # a count per layer, the finished blocks, and (marked) the last launch's epoch
         self.counters = cuda.to_device(np.zeros(buf.layers + 2, np.int32), stream=stream)
-        self.status = cuda.mapped_array(1, np.int32)  # the host reads it without a copy
-        self._status = BACKEND.host_view(self.status)
-        self._status[0] = 0
+        self.gave_up = GiveUpWord()  # a waiting block of layer l stores l: layer l - 1 never completed
         # %globaltimer stamps, 3 per tile (start, after the wait, after the count), or a 1-word stand-in
         self.stamps = cuda.to_device(np.zeros(3 * buf.layers * buf.geo.tiles if stamped else 1, np.int64),
                                      stream=stream)
@@ -297,7 +296,7 @@ class MegakernelLaunch:
         if mega.marked:  # the activations as marked words, epoch 0: none carries a launch's epoch yet
             words = np.zeros(max(1, buf.layers - 1) * dk.marked_slot(buf.geo), np.int64)
             chain = (*chain[:3], cuda.to_device(words, stream=stream), chain[4])
-        args = (*chain, cuda.to_device(table, stream=stream), self.counters, self.status, np.int64(spin_limit),
+        args = (*chain, cuda.to_device(table, stream=stream), self.counters, self.gave_up.word, np.int64(spin_limit),
                 self.stamps)
         self.kernel = mega.kernel(buf.geo, buf.protocol)
         self.geo = buf.geo
@@ -309,8 +308,7 @@ class MegakernelLaunch:
     def timed_out_waiting_for(self) -> int | None:
         """A layer whose counter a block gave up on in an earlier launch, or None (when one layer never
         completes, the blocks waiting on the layers after it give up too: any of them may be named)."""
-        layer = int(self._status[0])
-        return layer - 1 if layer else None
+        return self.gave_up.at()
 
     def raise_if_timed_out(self) -> None:
         if (layer := self.timed_out_waiting_for()) is not None:

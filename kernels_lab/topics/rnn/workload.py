@@ -43,6 +43,7 @@ from ...arrays import ArgumentError, device_array
 from ...backend import BACKEND, in_order
 from ...core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, Tolerance, Variant, Workload,
                     kernel_name, register)
+from ...give_up import GiveUpWord
 from ...intrinsics import load_acquire_sys
 from ...rows import pow2_at_least
 from ...runtime import cuda
@@ -639,19 +640,12 @@ def plan_persistent_for(size: Size, tiling: Tiling, barrier: str) -> Plan:
 class PersistentLaunch:
     """One launch of the persistent kernel, bound once; refuses to go on after a barrier timeout."""
 
-    def __init__(self, kernel, lay: Layout, args: tuple, status, stream):
+    def __init__(self, kernel, lay: Layout, args: tuple, gave_up: GiveUpWord, stream):
         self.configured = kernel[lay.blocks, lay.threads, stream]
-        self.args, self.lay = args, lay
-        self.status = status
-        self._status_view = BACKEND.host_view(status)
-
-    def timed_out_at(self) -> int | None:
-        """The step whose barrier timed out in an earlier launch (reads host memory: no sync)."""
-        step = int(self._status_view[0])
-        return step - 1 if step else None
+        self.args, self.lay, self.gave_up = args, lay, gave_up
 
     def __call__(self) -> None:
-        if (step := self.timed_out_at()) is not None:
+        if (step := self.gave_up.at()) is not None:  # the step whose barrier timed out in an earlier launch
             raise BarrierTimeout(f"a flag barrier of rnn_persistent timed out at step {step} (some of the "
                                  f"{self.lay.blocks} blocks never arrived: were they all resident?); the output "
                                  f"of that launch is wrong")
@@ -669,11 +663,10 @@ def bind_persistent_with(inputs, outputs, stream=0, *, tiling: Tiling | None = N
     lay = make_layout(hidden, batch, tiling, max_resident_blocks(tiling))
     kernel = persistent_kernel(lay, barrier)
     flags = cuda.to_device(np.zeros(lay.blocks + 1, np.int32), stream=stream)
-    status = cuda.mapped_array(1, np.int32)
-    BACKEND.host_view(status)[0] = 0
-    args = (W, u, h, flags, status, np.int32(spin_limit))
+    gave_up = GiveUpWord()
+    args = (W, u, h, flags, gave_up.word, np.int32(spin_limit))
     BACKEND.require_coresident(kernel, args, lay.blocks, lay.threads)
-    return PersistentLaunch(kernel, lay, args, status, stream)
+    return PersistentLaunch(kernel, lay, args, gave_up, stream)
 
 
 def persistent_variant(name: str, barrier: str, tiling: Tiling | None = None, about: str = "") -> Variant:

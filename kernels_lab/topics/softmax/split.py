@@ -42,6 +42,7 @@ import numpy as np
 from ...arrays import ArgumentError
 from ...backend import BACKEND
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
+from ...give_up import GiveUpWord
 from ...intrinsics import globaltimer, load4, load_acquire_gpu, store4
 from ...reduce import LOWEST, block_md, md_combine
 from ...runtime import cuda
@@ -317,21 +318,14 @@ class SplitLaunch:
         self.rows_per_launch = -(-rows // groups)  # the most a flag rises in one launch
         self.flags = cuda.to_device(np.zeros(self.grid, np.int32), stream=stream)
         self.count, self.stream = 0, stream
-        self.status = cuda.mapped_array(1, np.int32)
-        self._status = BACKEND.host_view(self.status)
-        self._status[0] = 0
+        self.gave_up = GiveUpWord()
         part = cuda.device_array(2 * 2 * self.grid, np.float32, stream=stream)  # 2 slots x (m, d) per block
         self.configured = split_kernel(shape)[self.grid, shape.threads, stream]
-        self.args = (sm._flat(x, rows, cols), sm._flat(out, rows, cols), part, self.flags, self.status, rows, cols,
-                     shape.slice_vectors(cols), np.int64(limit_ns))
-
-    def timed_out_at(self) -> int | None:
-        """The row whose exchange timed out in an earlier launch (reads host memory: no sync)."""
-        row = int(self._status[0])
-        return row - 1 if row else None
+        self.args = (sm._flat(x, rows, cols), sm._flat(out, rows, cols), part, self.flags, self.gave_up.word, rows,
+                     cols, shape.slice_vectors(cols), np.int64(limit_ns))
 
     def _raise_if_timed_out(self) -> None:
-        if (row := self.timed_out_at()) is not None:
+        if (row := self.gave_up.at()) is not None:  # the row whose exchange timed out in an earlier launch
             raise ExchangeTimeout(f"softmax_split: a block waited more than its limit for the other "
                                   f"{self.shape.slices - 1} block(s) of row {row} (were all {self.grid} blocks "
                                   f"resident?); the output of that launch is wrong")
