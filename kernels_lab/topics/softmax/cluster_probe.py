@@ -328,20 +328,14 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = measure_copy_ceiling().GBs
     meta["ceiling_GBs"] = ceiling
     torch = torch_or_none()
-    for cols in args.widths:
-        try:
-            records += one_width(cols, args.reps, torch, ceiling, problems)
-        except Exception as e:  # noqa: BLE001
-            problems.append(f"{cols}: {type(e).__name__}: {e}"[:600] + traceback.format_exc()[-800:])
-        save()
-        print(f"{cols} done at {time.time() - start:.0f} s", flush=True)
-    for cols in args.ce_widths:
-        try:
-            records += one_ce_width(cols, args.reps, torch, ceiling, problems)
-        except Exception as e:  # noqa: BLE001
-            problems.append(f"cross_entropy {cols}: {type(e).__name__}: {e}"[:600] + traceback.format_exc()[-800:])
-        save()
-        print(f"cross_entropy {cols} done at {time.time() - start:.0f} s", flush=True)
+    for what, widths, measure in (("", args.widths, one_width), ("cross_entropy ", args.ce_widths, one_ce_width)):
+        for cols in widths:
+            try:
+                records += measure(cols, args.reps, torch, ceiling, problems)
+            except Exception as e:  # noqa: BLE001  (a width that fails is reported, the others go on)
+                problems.append(f"{what}{cols}: {type(e).__name__}: {e}"[:600] + traceback.format_exc()[-800:])
+            save()
+            print(f"{what}{cols} done at {time.time() - start:.0f} s", flush=True)
     print("\n".join(["problems:"] + problems) if problems else "no problems")
     for p in probes:
         print(p)
