@@ -1,14 +1,10 @@
-"""The variants of a chain of layers that launch a kernel (or three) per layer, written once for decode's dense
-chain and block_chain's banded one: their plans and their launches.
+"""The variants of a chain of layers that launch a kernel (or three) per layer, for decode's dense chain and
+block_chain's banded one: unfused (the topic's matvec, then decode's bias and GELU kernels), fused (the topic's
+layer kernel, bias and GELU in its epilogue), graph (those launches replayed from a CUDA graph) and graph_pdl
+(as graph, each layer's weights loaded before griddepcontrol.wait).
 
-    unfused     per layer: the topic's matvec (z = W_l x_l to memory), decode's bias kernel, decode's GELU kernel
-    fused       per layer: the topic's layer kernel (bias and GELU in its epilogue), in stream order
-    graph       the fused launches captured once in a CUDA graph and replayed
-    graph_pdl   as graph, each layer launched with PDL (its weights load before griddepcontrol.wait)
-
-A topic brings its Buffers (its checked arrays as flat vectors: W, bias, x, acts, out and `chain`; `layers`,
-`hidden`, `geo.tiles`, `geo.threads`, and `kernels` with matvec, layer and layer_pdl) and its tile's launch.
-"""
+A topic brings its Buffers (flat W, bias, x, acts, out and `chain`; `layers`, `hidden`, `geo.tiles`,
+`geo.threads`; `kernels` with matvec, layer and layer_pdl) and the launch of one layer's tiles."""
 
 from __future__ import annotations
 
@@ -26,16 +22,10 @@ from . import kernels as dk
 F32 = 4
 
 
-def layer_kernel(kernels: Any, pdl: bool) -> Any:
-    """The fused layer kernel: its PDL form where graph_pdl asks and the back-end runs griddepcontrol."""
-    return kernels.layer_pdl if pdl and BACKEND.runs_griddepcontrol else kernels.layer
-
-
 @dataclass(frozen=True)
 class PerLayer:
-    """One topic's per-layer variants. topic: its name (in warnings and graph names); buffers(inputs, outputs,
-    stream): its Buffers; kernels(size): its kernels for that size; tile(size, kernel, bias): the launch of one
-    layer's tiles of `kernel`, its bytes with or without the bias."""
+    """topic: its name (in warnings and graph names); buffers(inputs, outputs, stream); kernels(size);
+    tile(size, kernel, bias): one layer's tiles of `kernel` as a launch, its bytes with or without the bias."""
 
     topic: str
     buffers: Callable[..., Any]
@@ -52,7 +42,9 @@ class PerLayer:
 
     def plan_layers(self, pdl: bool) -> Callable[[Size], Plan]:
         def plan(size: Size) -> Plan:
-            return Plan((self.tile(size, layer_kernel(self.kernels(size), pdl), True),) * size.layers)
+            k = self.kernels(size)
+            return Plan((self.tile(size, k.layer_pdl if pdl and BACKEND.runs_griddepcontrol else k.layer, True),)
+                        * size.layers)
         return plan
 
     def bind_unfused(self, inputs, outputs, stream=0):
