@@ -33,6 +33,7 @@ from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_lau
                          cluster_refusal, cluster_sync, cluster_wait, dsmem_store)
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...reduce import LOWEST, block_md, md_combine
+from ...rows import pow2_at_least, row_jit
 from ...runtime import cuda
 from . import workload as sm  # first: it registers the variants of split.py, which needs it whole
 from . import split as sp  # noqa: I001
@@ -65,7 +66,7 @@ MEASURED_LAYOUTS = ((8192, 1, 256), (16384, 2, 256), (32768, 2, 512), (50257, 8,
 def portable_slices(cols: int) -> int:
     """Slices of about SLICE_FLOATS, k a power of two, at most 8 (the portable cluster): the rule below the
     narrowest measured width (and the cluster cross-entropy's, whose layouts were not measured)."""
-    return min(8, sm._pow2(-(-cols // SLICE_FLOATS)))
+    return min(8, pow2_at_least(-(-cols // SLICE_FLOATS)))
 
 
 def default_layout(cols: int) -> tuple[int, int | None]:
@@ -97,8 +98,8 @@ def _fit(cols: int, slices: int, threads: int | None) -> ClusterShape | None:
         return None
     per_slice = -(-sp._row_vectors(cols) // slices)
     if threads is None:
-        threads = min(sm.MAX_THREADS, max(sm.WARP, sm._pow2(-(-per_slice // sp.SLICE_CHUNKS))))
-    chunks = sm._pow2(-(-per_slice // threads))
+        threads = min(sm.MAX_THREADS, max(sm.WARP, pow2_at_least(-(-per_slice // sp.SLICE_CHUNKS))))
+    chunks = pow2_at_least(-(-per_slice // threads))
     if chunks > sp.SLICE_CHUNKS or threads > sm.MAX_THREADS:
         return None
     return ClusterShape(slices, threads, chunks)
@@ -121,7 +122,7 @@ def cluster_kernel(shape: ClusterShape):
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
     held, slots = sm.CHUNK * C, 2 * K  # array sizes must be constants, not expressions
 
-    @sm._jit(f"softmax_cluster{K}_{T}x{C}", T)
+    @row_jit(f"softmax_cluster{K}_{T}x{C}", T)
     def softmax_cluster(x, out, rows, cols, slice_vectors):
         vals = cuda.local.array(held, np.float32)
         scratch_m = cuda.shared.array(T, np.float32)

@@ -33,6 +33,7 @@ from ...arrays import ArgumentError, device_array
 from ...backend import BACKEND
 from ...core import Axis, KernelLaunch, Plan, Size, Tolerance, Variant, Workload, kernel_name, register
 from ...reduce import LOWEST, block_md, md_combine
+from ...rows import row_jit
 from ...runtime import cuda
 from . import workload as sm
 from . import split as sp
@@ -111,7 +112,7 @@ def ce_kernel(shape: sp.SplitShape):
     K, T, U = shape.slices, shape.threads, shape.chunks  # compile-time constants
     fold = slice_fold(shape)
 
-    @sm._jit(f"cross_entropy{K}_{T}x{U}", T)
+    @row_jit(f"cross_entropy{K}_{T}x{U}", T)
     def ce(x, labels, loss, part, count, cols, slice_vectors):
         scratch_m = cuda.shared.array(T, np.float32)
         scratch_d = cuda.shared.array(T, np.float32)

@@ -27,6 +27,7 @@ from ...clusters import cluster_arrive, cluster_index, cluster_launcher, cluster
     dsmem_store
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...reduce import block_md, md_combine
+from ...rows import row_jit
 from ...runtime import cuda
 from . import workload as sm  # first: it registers the variants of split.py, which needs it whole
 from . import cluster as cl  # noqa: I001
@@ -53,7 +54,7 @@ def ce_cluster_kernel(shape: sp.SplitShape):
     slots = 2 * K  # array sizes must be constants, not expressions
     fold = ce.slice_fold(shape)
 
-    @sm._jit(f"cross_entropy_cluster{K}_{T}x{U}", T)
+    @row_jit(f"cross_entropy_cluster{K}_{T}x{U}", T)
     def ce_cluster(x, labels, loss, rows, cols, slice_vectors):
         scratch_m = cuda.shared.array(T, np.float32)
         scratch_d = cuda.shared.array(T, np.float32)

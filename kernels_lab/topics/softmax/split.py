@@ -45,6 +45,7 @@ from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...give_up import GiveUpWord
 from ...intrinsics import globaltimer, load4, load_acquire_gpu, store4
 from ...reduce import LOWEST, block_md, md_combine
+from ...rows import pow2_at_least, row_jit
 from ...runtime import cuda
 from . import workload as sm
 
@@ -101,7 +102,7 @@ def split_shape(cols: int, slices: int | None = None, threads: int | None = None
     if slices > min(MAX_SLICES, threads):  # thread p < k of each block polls block p's flag
         return None
     per_slice = -(-_row_vectors(cols) // slices)  # 16-byte vectors of one slice
-    chunks = sm._pow2(-(-per_slice // threads))
+    chunks = pow2_at_least(-(-per_slice // threads))
     if chunks > SLICE_CHUNKS:
         return None
     return SplitShape(slices, threads, chunks, prefetch)
@@ -241,7 +242,7 @@ def split_kernel(shape: SplitShape):
         store_slice(vals, scale, out, row, cols, slice_vectors, tid)
         return True
 
-    @sm._jit(f"softmax_split{K}_{T}x{C}{'_prefetch' if PREFETCH else ''}", T)
+    @row_jit(f"softmax_split{K}_{T}x{C}{'_prefetch' if PREFETCH else ''}", T)
     def split(x, out, part, flags, status, rows, cols, slice_vectors, limit_ns):
         vals = cuda.local.array(held, np.float32)
         ahead = cuda.local.array(ahead_size, np.float32)  # the next row's slice (prefetch)

@@ -19,6 +19,7 @@ import numpy as np
 from ...core import Size, Variant, kernel_name
 from ...profile.anchors import torch_anchor
 from ...profile.study import Group, Line, Study, version
+from ...rows import pow2_at_least
 from . import workload as sm  # first: the workload imports split at its end (split needs it whole)
 from . import split as sp
 
@@ -40,7 +41,7 @@ def _block_row(chunks: int) -> Layout:
     """A block per row, about `chunks` chunks a thread (threads a power of two, 64 to 1024)."""
     def layout(cols: int) -> sm.RowShape | None:
         units = -(-cols // sm.CHUNK)
-        return sm.fused_shape(cols, threads=min(sm.MAX_THREADS, max(64, sm._pow2(-(-units // chunks)))))
+        return sm.fused_shape(cols, threads=min(sm.MAX_THREADS, max(64, pow2_at_least(-(-units // chunks)))))
     return layout
 
 

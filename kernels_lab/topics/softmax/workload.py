@@ -43,8 +43,8 @@ from ...core import (Axis, Case, Exercise, HardInput, KernelLaunch, Plan, Size, 
                     Workload, kernel_name, register)
 from ...intrinsics import load4, store4
 from ...reduce import LOWEST, block_max, block_md, block_sum, md_combine, warp_max, warp_sum
+from ...rows import access_tag, pow2_at_least, row_jit
 from ...runtime import cuda
-from ...rows import access_tag as _tag, pow2_at_least as _pow2, row_jit as _jit  # noqa: F401  (split, cluster use them)
 
 F32 = 4                 # bytes per float32
 CHUNK = 4               # floats per chunk: one 16-byte access, or 4 strided scalar ones
@@ -193,9 +193,9 @@ def _chunks_per_row(cols: int) -> int:
 def unfused_kernels(shape: RowShape):
     has, load, store = row_access(shape.threads, shape.vector)
     T, U, held = shape.threads, shape.chunks, CHUNK * shape.chunks  # plain ints: compile-time constants
-    tag = f"{T}x{U}_{_tag(shape.vector)}"
+    tag = f"{T}x{U}_{access_tag(shape.vector)}"
 
-    @_jit(f"softmax_row_max_{tag}", T)
+    @row_jit(f"softmax_row_max_{tag}", T)
     def row_max(x, rmax, cols):
         scratch = cuda.shared.array(T, np.float32)
         lane, row = cuda.threadIdx.x, cuda.blockIdx.x
@@ -211,7 +211,7 @@ def unfused_kernels(shape: RowShape):
         if lane == 0:
             rmax[row] = m
 
-    @_jit(f"softmax_exp_sum_{tag}", T)
+    @row_jit(f"softmax_exp_sum_{tag}", T)
     def exp_sum(x, rmax, e, rsum, cols):
         scratch = cuda.shared.array(T, np.float32)
         vals = cuda.local.array(held, np.float32)
@@ -233,7 +233,7 @@ def unfused_kernels(shape: RowShape):
         if lane == 0:
             rsum[row] = s
 
-    @_jit(f"softmax_normalize_{tag}", T)
+    @row_jit(f"softmax_normalize_{tag}", T)
     def normalize(e, rsum, out, cols):
         vals = cuda.local.array(held, np.float32)
         lane, row = cuda.threadIdx.x, cuda.blockIdx.x
@@ -293,7 +293,7 @@ def fused_kernel(shape: RowShape):
     T, C, block = shape.threads, shape.chunks, shape.block  # plain ints: compile-time constants
     held, per_warp, rows_per_block = CHUNK * C, T == WARP, shape.rows_per_block
 
-    @_jit(f"softmax_fused_{'warp' if per_warp else 'block'}{T}x{C}_b{block}_{_tag(shape.vector)}", block)
+    @row_jit(f"softmax_fused_{'warp' if per_warp else 'block'}{T}x{C}_b{block}_{access_tag(shape.vector)}", block)
     def fused(x, out, rows, cols):
         vals = cuda.local.array(held, np.float32)
         smax = cuda.shared.array(block, np.float32)  # two scratch arrays: the sum's writes
@@ -334,7 +334,7 @@ def online_kernel(shape: RowShape):
     has, load, store = row_access(shape.threads, shape.vector)
     T, U, held = shape.threads, shape.chunks, CHUNK * shape.chunks  # plain ints: compile-time constants
 
-    @_jit(f"softmax_online_{T}x{U}_{_tag(shape.vector)}", T)
+    @row_jit(f"softmax_online_{T}x{U}_{access_tag(shape.vector)}", T)
     def online(x, out, cols):
         sm = cuda.shared.array(T, np.float32)
         sd = cuda.shared.array(T, np.float32)
@@ -383,8 +383,8 @@ def fused_shape(cols: int, threads: int | None = None, block: int | None = None)
         if units <= WARP * MAX_CHUNKS:
             threads = WARP
         else:
-            threads = min(MAX_THREADS, max(2 * WARP, _pow2(-(-units // (MAX_CHUNKS // 2)))))
-    chunks = _pow2(-(-units // threads))
+            threads = min(MAX_THREADS, max(2 * WARP, pow2_at_least(-(-units // (MAX_CHUNKS // 2)))))
+    chunks = pow2_at_least(-(-units // threads))
     if chunks > MAX_CHUNKS or threads > MAX_THREADS:
         return None
     block = block or (WARP_ROWS * WARP if threads == WARP else threads)
@@ -394,7 +394,7 @@ def fused_shape(cols: int, threads: int | None = None, block: int | None = None)
 def stream_shape(cols: int, threads: int | None = None, chunks: int = STREAM_CHUNKS) -> RowShape:
     """A block per row for the streaming kernels (unfused, online): by default enough threads
     that each loads its `chunks` chunks about once (32 to 1024; wider rows loop)."""
-    threads = threads or min(MAX_THREADS, max(WARP, _pow2(-(-_chunks_per_row(cols) // chunks))))
+    threads = threads or min(MAX_THREADS, max(WARP, pow2_at_least(-(-_chunks_per_row(cols) // chunks))))
     return RowShape(threads, chunks, threads, cols % CHUNK == 0)
 
 
