@@ -435,7 +435,7 @@ MISTAKES = [
     (["plot", "{in}/binary.json", "--out", "{tmp}/o"], ["binary.json: not UTF-8 text (byte 0), so not a results file"]),
     (["plot", "{in}/folder", "--out", "{tmp}/o"], ["folder: a folder, not a regular file"]),
     (["grade", "merge", "{in}/pipe.json", "--csv", "{tmp}/b.csv"], ["pipe.json: a FIFO, not a regular file"]),
-    (["grade", "merge", "{in}/a.py", "--csv", "{tmp}/b.csv"], ["a.py: not JSON", "not a grade part"]),
+    (["grade", "merge", "{in}/a.py", "--csv", "{tmp}/b.csv"], ["a.py: not valid JSON", "not a grade part"]),
     (["grade", "--list", "--exercises", "{in}/mine.txt"], ["--exercises", "mine.txt: not a .py file"]),
     (["grade", "--list", "--exercises", "{in}/latin1.py"], ["latin1.py: not UTF-8 text (byte 5)"]),
     (["grade", "--list", "--exercises", "{in}/pipe.json"], ["pipe.json: a FIFO, not a regular file"]),

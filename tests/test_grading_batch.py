@@ -171,7 +171,7 @@ def test_per_student_folders_are_found_and_named_and_an_ambiguous_one_is_a_row(t
     ('{"grades": []}', "(its grades list is empty)"),
     ('{"grades": [{"exercise": "e", "submission": "s", "score": 1, "max_score": 2}]}',
      "grade 1 is not a grade (Grade.__init__() missing 2 required positional arguments: 'outcome' and 'summary')"),
-    ("exercise,score\n", "not JSON"),
+    ("exercise,score\n", "not valid JSON"),
     (b"\xff\xfe", "not UTF-8 text"),
 ])
 def test_merge_refuses_a_file_that_is_not_a_grade_part(content, says, tmp_path, capsys):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
 from ..core import Exercise
-from ..errors import UsageError
+from ..errors import NotJson, UsageError, read_json
 from ..runtime import BACKEND_NAME
 from .grade import Grade, TestResult, content_hash, failed_grade, grade, max_score
 from .submission import SubmissionError, load_source
@@ -198,11 +198,9 @@ PART = "a grade part: a per-submission JSON of `grade --out DIR`, or a `grade --
 def _part_grades(f: Path) -> list[Grade]:
     """The grades in one part file; UsageError naming the file when it is no part."""
     try:
-        doc = json.loads(f.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UsageError(f"merge: {f}: not UTF-8 text, so not {PART}") from None
-    except (ValueError, RecursionError) as e:
-        raise UsageError(f"merge: {f}: not JSON ({e}), so not {PART}") from None
+        doc = read_json(f)
+    except NotJson as e:
+        raise UsageError(f"merge: {f}: {e}, so not {PART}") from None
     rows = doc.get("grades", [doc]) if isinstance(doc, dict) else None
     if not isinstance(rows, list) or not rows:
         raise UsageError(f"merge: {f}: not {PART}" + (" (its grades list is empty)" if rows == [] else ""))

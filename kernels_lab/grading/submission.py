@@ -9,9 +9,10 @@ not defined when the grader runs it (lessons.check says so in the notebook).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from ..errors import NotJson, read_json
 
 MARKER = "# EXERCISE:"
 
@@ -71,13 +72,9 @@ def load_source(path: str | Path, exercise: str) -> str:
         return path.read_text(errors="replace")
     if path.suffix == ".ipynb":
         try:
-            nb = json.loads(path.read_bytes().decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise SubmissionError(f"{path}: not a notebook: not UTF-8 text (byte {e.start})") from None
-        except json.JSONDecodeError as e:
-            raise SubmissionError(f"{path}: not a valid notebook ({e})") from None
-        except RecursionError:
-            raise SubmissionError(f"{path}: not a valid notebook (nested too deeply)") from None
+            nb = read_json(path)
+        except NotJson as e:
+            raise SubmissionError(f"{path}: not a notebook: {e}") from None
         source = exercise_cells(_code_cells(nb, path), exercise)
         if source is None:
             raise SubmissionError(f"{path}: no code cell starts with '{MARKER} {exercise}'")

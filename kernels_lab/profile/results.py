@@ -29,6 +29,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ..errors import NotJson, read_json
 from ..runtime import BACKEND_NAME, device_facts
 
 SCHEMA = "kernels-lab/results/v1"
@@ -116,13 +117,9 @@ def load(path: str | Path) -> dict[str, Any]:
     if path.exists() and not path.is_file():  # a folder, or a FIFO that would block the read forever
         raise ResultsError(f"{path}: not a regular file, so not a results file")
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
+        doc = read_json(path)
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such file") from None
-    except UnicodeDecodeError as e:
-        raise ResultsError(f"{path}: not UTF-8 text (byte {e.start}), so not a results file") from None
-    except json.JSONDecodeError as e:
-        raise ResultsError(f"{path}: not valid JSON (truncated?): {e}") from None
-    except RecursionError:
-        raise ResultsError(f"{path}: not a results file (JSON nested too deeply)") from None
+    except NotJson as e:
+        raise ResultsError(f"{path}: {e}, so not a results file") from None
     return validate(doc, str(path))
