@@ -6,6 +6,7 @@
     total = block_sum(value, scratch)    every thread of a block passes its value; every thread gets the total
     peak  = block_max(value, scratch)
     m, d  = block_md(m, d, scratch_m, scratch_d)
+    d     = exp_shifted_sum(vals, n, m)  a thread's d for its max m: vals[:n] = exp(vals[:n] - m), summed
 
 The online-softmax pair (Milakov & Gimelshein 2018): a partial result over some elements is
 m = their max and d = sum of exp(x - m). Two partials combine as
@@ -107,6 +108,18 @@ def warp_md(m, d):
         m, d = md_combine(m, d, cuda.shfl_xor_sync(_ALL_LANES, m, lanes), cuda.shfl_xor_sync(_ALL_LANES, d, lanes))
         lanes //= 2
     return m, d
+
+
+@cuda.jit(device=True, inline=True)
+def exp_shifted_sum(vals, n, m):
+    """vals[:n] = exp(vals[:n] - m) and their sum: d of the thread's pair (m, d). A thread with no elements
+    (m = LOWEST) keeps the empty pair's d = 0, its vals untouched."""
+    d = np.float32(0)
+    if m > LOWEST:
+        for j in range(n):
+            vals[j] = math.exp(vals[j] - m)
+            d += vals[j]
+    return d
 
 
 @cuda.jit(device=True, inline=True)

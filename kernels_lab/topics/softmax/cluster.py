@@ -32,7 +32,7 @@ from ...backend import BACKEND
 from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_launcher, cluster_rank,
                          cluster_refusal, cluster_sync, cluster_wait, dsmem_store)
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
-from ...reduce import LOWEST, block_md, md_combine
+from ...reduce import LOWEST, block_md, exp_shifted_sum, md_combine
 from ...rows import pow2_at_least, row_jit
 from ...runtime import cuda
 from . import workload as sm  # first: it registers the variants of split.py, which needs it whole
@@ -144,12 +144,7 @@ def cluster_kernel(shape: ClusterShape):
                     a0, a1, a2, a3 = LOWEST, LOWEST, LOWEST, LOWEST
                 vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
                 m = max(m, max(max(a0, a1), max(a2, a3)))
-            d = _ZERO
-            if m > LOWEST:  # a thread with no columns keeps the empty pair (LOWEST, 0)
-                for i in range(held):
-                    vals[i] = math.exp(vals[i] - m)
-                    d += vals[i]
-            bm, bd = block_md(m, d, scratch_m, scratch_d)
+            bm, bd = block_md(m, exp_shifted_sum(vals, held, m), scratch_m, scratch_d)
             if tid < K:  # thread p hands the block's pair to block p of the cluster
                 dsmem_store(peer_m, slot * K + j, tid, bm)
                 dsmem_store(peer_d, slot * K + j, tid, bd)

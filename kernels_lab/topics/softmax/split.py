@@ -44,7 +44,7 @@ from ...backend import BACKEND
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...give_up import GiveUpWord
 from ...intrinsics import globaltimer, load4, load_acquire_gpu, store4
-from ...reduce import LOWEST, block_md, md_combine
+from ...reduce import LOWEST, block_md, exp_shifted_sum, md_combine
 from ...rows import pow2_at_least, row_jit
 from ...runtime import cuda
 from . import workload as sm
@@ -207,12 +207,7 @@ def split_kernel(shape: SplitShape):
         m = LOWEST
         for j in range(held):
             m = max(m, vals[j])
-        d = _ZERO
-        if m > LOWEST:  # a thread with no columns keeps the empty pair (LOWEST, 0)
-            for j in range(held):
-                vals[j] = math.exp(vals[j] - m)
-                d += vals[j]
-        bm, bd = block_md(m, d, scratch_m, scratch_d)
+        bm, bd = block_md(m, exp_shifted_sum(vals, held, m), scratch_m, scratch_d)
         slots = (2 * g + (i & 1)) * K
         target = ctl[1] + i + 1
         if tid == 0:  # publish: the pair, then (after a fence) the flag that announces it
