@@ -27,6 +27,9 @@ for name, ex in (('fuse_correct', 'fuse_chain'), ('block_sums_correct', 'block_s
                  ('softmax_correct', 'fused_softmax'), ('pdl_solution', 'group_switches')):
     (Path(sys.argv[1]) / f'{name}.py').write_text(solution_source(ex))" "$sols" ||
   { echo "cannot write the lessons' solutions (is jupytext installed? pip install -e '.[lessons]')" >&2; exit 1; }
+# the student files and the wrong submissions that are a solution with a named mutation (tests/mutations.py), by name
+subs="$OUT/submissions"; mkdir -p "$subs"; cp tests/submissions/*.py "$subs/"
+$py tests/mutations.py "$subs" || { echo "cannot write the mutants of the lessons' solutions" >&2; exit 1; }
 escape_target="$OUT/adversarial/escape_results.json"
 
 { echo "# command: ./benchmarks/grade_adversarial.sh; date: $(date -u +%FT%TZ)"
@@ -64,14 +67,14 @@ lesson_one() {  # EXERCISE FILE: at the lesson's own sizes
 export -f grade_one lesson_one
 export py mini OUT escape_target
 
-{ ls tests/submissions/adversarial/*.py
-  ls $sols/fuse_correct.py tests/submissions/fuse_no_bounds_guard.py tests/submissions/fuse_wrong_index.py \
-     tests/submissions/fuse_global_temporary.py tests/submissions/persistent_no_stride.py \
-     tests/submissions/block_sums_no_barrier.py $sols/block_sums_correct.py \
-     tests/submissions/two_launches_three_kernels.py tests/submissions/fuse_two_launches.py
+{ ls tests/submissions/adversarial/*.py $subs/block_sums_past_end.py $subs/block_sums_transposed.py
+  ls $sols/fuse_correct.py $subs/fuse_no_bounds_guard.py $subs/fuse_wrong_index.py \
+     $subs/fuse_global_temporary.py $subs/persistent_no_stride.py \
+     $subs/block_sums_no_barrier.py $sols/block_sums_correct.py \
+     $subs/two_launches_three_kernels.py $subs/fuse_two_launches.py
 } | xargs -P "$JOBS" -I{} bash -c 'grade_one {}' > "$OUT/adversarial/blocks.txt"
-printf '%s\n' "fuse_chain $sols/fuse_correct.py" "fuse_chain tests/submissions/fuse_no_bounds_guard.py" \
-              "block_sums tests/submissions/block_sums_no_barrier.py" \
+printf '%s\n' "fuse_chain $sols/fuse_correct.py" "fuse_chain $subs/fuse_no_bounds_guard.py" \
+              "block_sums $subs/block_sums_no_barrier.py" \
               "fuse_chain tests/submissions/adversarial/speed_early_return.py" \
               "fuse_chain tests/submissions/adversarial/speed_patch_timing.py" \
   | xargs -P "$JOBS" -L1 bash -c 'lesson_one "$0" "$1"' >> "$OUT/adversarial/blocks.txt"
@@ -82,17 +85,17 @@ styles="softmax_warp_per_row softmax_block_stride_atomics softmax_max_from_zero 
         persistent_block_chunks persistent_vec4 two_launches_grid_stride two_launches_blocks_of_96 two_launches_fused
         two_launches_three_kernels two_launches_no_intermediate"
 for s in $styles; do
-  case $s in softmax_*) echo "fused_softmax tests/submissions/$s.py" ;; rnn_*) echo "rnn_step tests/submissions/$s.py" ;;
+  case $s in softmax_*) echo "fused_softmax $subs/$s.py" ;; rnn_*) echo "rnn_step $subs/$s.py" ;;
              persistent_correct_style) echo "persistent_chain $sols/persistent_correct_style.py" ;;
-             persistent_*) echo "persistent_chain tests/submissions/$s.py" ;;
-             two_launches_*) echo "two_launches tests/submissions/$s.py" ;;
-             pdl_*) echo "group_switches tests/submissions/$s.py" ;; esac
+             persistent_*) echo "persistent_chain $subs/$s.py" ;;
+             two_launches_*) echo "two_launches $subs/$s.py" ;;
+             pdl_*) echo "group_switches $subs/$s.py" ;; esac
 done | xargs -P "$JOBS" -L1 bash -c 'lesson_one "$0" "$1"' >> "$OUT/adversarial/blocks.txt"
 # issue 24's classes: holes that are not a tail, a grid barrier the GPU's schedule hides, a read before the PDL
 # wait, a spin in every run (timed: at most 2 x --timeout + 30 s), and the lessons' solutions (no false charge)
-printf '%s\n' "fused_softmax tests/submissions/softmax_skips_last_cols.py" "rnn_step tests/submissions/rnn_holes_last_unit.py" \
-              "rnn_step tests/submissions/rnn_no_grid_barrier.py" "group_switches tests/submissions/pdl_reads_before_wait.py" \
-              "group_switches tests/submissions/pdl_grouped_kernel.py" "fuse_chain tests/submissions/fuse_infinite_spin.py" \
+printf '%s\n' "fused_softmax $subs/softmax_skips_last_cols.py" "rnn_step $subs/rnn_holes_last_unit.py" \
+              "rnn_step $subs/rnn_no_grid_barrier.py" "group_switches $subs/pdl_reads_before_wait.py" \
+              "group_switches $subs/pdl_grouped_kernel.py" "fuse_chain $subs/fuse_infinite_spin.py" \
               "rnn_step $sols/rnn_correct.py" "fused_softmax $sols/softmax_correct.py" "group_switches $sols/pdl_solution.py" \
   | xargs -P "$JOBS" -L1 bash -c 'lesson_one "$0" "$1"' >> "$OUT/adversarial/blocks.txt"
 cat "$OUT/adversarial/blocks.txt" >> "$report"

@@ -63,16 +63,16 @@ for step in "$@"; do
       for pair in fuse_chain:01_fusion:fuse_ block_sums:03_persistent:block_sums_ \
                   persistent_chain:03_persistent:persistent_ two_launches:02_launch_overhead:two_launches_; do
         ex=${pair%%:*}; rest=${pair#*:}
-        $py -m kernels_lab.cli grade $ex notebooks/${rest%%:*}_solution.ipynb tests/submissions/${rest#*:}*.py \
+        $py -m kernels_lab.cli grade $ex notebooks/${rest%%:*}_solution.ipynb $(m=$(mktemp -d); $py tests/mutations.py "$m" && ls tests/submissions/${rest#*:}*.py "$m"/${rest#*:}*.py 2>/dev/null) \
             --timeout 120 --workers 2 --json "$OUT/grades_$ex.json" 2>/dev/null
       done >> "$OUT/grades-gpu.txt"; grep -E "^[a-z_]+ - " "$OUT/grades-gpu.txt" ;;
     grade-lessons)
       # lessons 04 and 06's graded exercises, with the sandbox as it is on a GPU: the lesson solutions, the
       # wrong answers of tests/submissions, and lesson 06's grouped-kernel answer (right, and without its wait)
-      sub=$(mktemp -d); cp tests/submissions/pdl_grouped_kernel.py "$sub/"
+      sub=$(mktemp -d); cp tests/submissions/pdl_grouped_kernel.py "$sub/"; mkdir "$sub/m"; $py tests/mutations.py "$sub/m"
       grep -v "grid_dependency_wait()  #" tests/submissions/pdl_grouped_kernel.py > "$sub/pdl_grouped_no_wait.py"
-      for pair in "group_switches:notebooks/06_launch_side_solution.ipynb tests/submissions/pdl_*.py $sub/*.py" \
-                  "fused_softmax:notebooks/04_reductions_solution.ipynb tests/submissions/softmax_*.py"; do
+      for pair in "group_switches:notebooks/06_launch_side_solution.ipynb tests/submissions/pdl_*.py $sub/*.py $sub/m/pdl_*.py" \
+                  "fused_softmax:notebooks/04_reductions_solution.ipynb tests/submissions/softmax_*.py $sub/m/softmax_*.py"; do
         ex=${pair%%:*}
         { echo "# command: ./benchmarks/h200.sh grade-lessons (kernels-lab grade $ex ... --timeout 60 --json); date: $(date -u +%FT%TZ)"
           echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"

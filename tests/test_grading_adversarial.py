@@ -16,6 +16,7 @@ from kernels_lab.grading.cases import build_cases, run_key
 from kernels_lab.grading.confine import SANDBOX_ENV, protections
 from kernels_lab.grading.exercises import get_exercise, load_exercise_file
 from kernels_lab.grading.grade import counted_checks, failed_grade, grade, max_score
+from mutations import MUTANTS
 from sources import submission, write_submission
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
@@ -29,7 +30,8 @@ def _grade(exercise, name, folder=ADVERSARIAL, **kw):
     kw.setdefault("compile_gate", False)
     kw.setdefault("timeout_s", 30)
     ex = MINI.get(exercise) or get_exercise(exercise)
-    return grade(ex, (folder / f"{name}.py").read_text(), name, **kw)
+    source = submission(name) if name in MUTANTS else (folder / f"{name}.py").read_text()
+    return grade(ex, source, name, **kw)
 
 
 def _test(g, name):
@@ -382,7 +384,7 @@ def test_the_sandbox_says_what_protects_this_machine():
 def test_a_gpu_machine_still_counts_the_byte_budget_from_a_simulator_trace(monkeypatch):
     # as on a GPU machine: the graded run has no trace, so a second child on the simulator traces the bytes
     from kernels_lab.grading import grade as G
-    source = (SUBMISSIONS / "fuse_global_temporary.py").read_text()
+    source = submission("fuse_global_temporary")
     ex = MINI["fuse_mini"]
     sim = G._simulator_runs(ex, source, 30, 3 << 30)
     ev = J.Evidence(ex, J.Machine(gpu=True, simulator=False), [], {}, {}, sim_rerun=sim)

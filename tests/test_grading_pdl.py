@@ -24,7 +24,7 @@ from kernels_lab.grading.grade import _grade_data, counted_checks, grade, max_sc
 from kernels_lab.grading.records import ChildRun, Run
 from kernels_lab.lessons import solution_source
 from kernels_lab.runtime import ON_SIMULATOR
-from sources import SUBMISSIONS
+from sources import SUBMISSIONS, submission
 
 EX = get_exercise("group_switches")
 RULES, OVERLAP, RUN, TIMELINE = pdl_rules.RULES, pdl_rules.OVERLAP, pdl_rules.RUN, pdl_rules.TIMELINE
@@ -34,7 +34,7 @@ WAIT_LINE = "    grid_dependency_wait()  # the earlier kernel's writes are visib
 
 def _grade(name, source=None):
     if source is None:
-        source = solution_source("group_switches") if name == "solution" else (SUBMISSIONS / f"{name}.py").read_text()
+        source = solution_source("group_switches") if name == "solution" else submission(name)
     return grade(EX, source, name, compile_gate=False, timeout_s=30)
 
 
@@ -237,7 +237,7 @@ _SLOW = pytest.mark.skipif(os.environ.get("KERNELS_LAB_SLOW_TESTS") != "1",
                                   pytest.param("pdl_grouped_kernel", marks=_SLOW), "pdl_reads_before_wait"])
 def test_the_notebook_check_runs_the_graders_checks(name):
     from kernels_lab import lessons
-    source = solution_source("group_switches") if name == "solution" else (SUBMISSIONS / f"{name}.py").read_text()
+    source = solution_source("group_switches") if name == "solution" else submission(name)
     namespace = {"cuda": __import__("kernels_lab.runtime", fromlist=["cuda"]).cuda, "np": np}
     exec(source, namespace)
     # (a generous limit: the grade must not differ for a run slowed by a busy machine)
