@@ -64,7 +64,7 @@ for step in "$@"; do
                   persistent_chain:03_persistent:persistent_ two_launches:02_launch_overhead:two_launches_; do
         ex=${pair%%:*}; rest=${pair#*:}
         $py -m kernels_lab.cli grade $ex notebooks/${rest%%:*}_solution.ipynb $(m=$(mktemp -d); $py tests/mutations.py "$m" && ls tests/submissions/${rest#*:}*.py "$m"/${rest#*:}*.py 2>/dev/null) \
-            --timeout 120 --workers 2 --json "$OUT/grades_$ex.json" 2>/dev/null
+            --timeout 30 --workers 2 --json "$OUT/grades_$ex.json" 2>/dev/null
       done >> "$OUT/grades-gpu.txt"; grep -E "^[a-z_]+ - " "$OUT/grades-gpu.txt" ;;
     grade-lessons)
       # lessons 04 and 06's graded exercises, with the sandbox as it is on a GPU: the lesson solutions, the
