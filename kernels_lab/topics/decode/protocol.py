@@ -123,9 +123,11 @@ def _wait_ptx_probe(wait: Any) -> Any:
 @lru_cache(maxsize=None)
 def _late_count_probe(wait: Any) -> Any:
     """Block 0 says it has started, waits and stamps when it returned; block 1, once block 0 has started (or
-    after start_ns), sets counters[layer] to `late` late_ns later, stamped. The delay runs on the device from
-    wait's start, so no host timing (a GPU shared with another process, a busy simulator) can move the count
-    before the first poll. Blocks side by side on every back-end (the simulator's in threads of their own)."""
+    after start_ns), sets counters[layer] to `late` late_ns later, stamped, and sets it again wherever a poll's
+    read-modify-write wrote the old count back, until block 0 has returned (or start_ns passed). The delay runs
+    on the device from wait's start, so no host timing (a GPU shared with another process, a busy simulator)
+    can move the count before the first poll. Blocks side by side on every back-end (the simulator's in threads
+    of their own)."""
     def late_count_probe(counters, result, stamps, started, layer, tiles, spin_limit, late, late_ns, start_ns):
         if cuda.threadIdx.x == 0:
             if cuda.blockIdx.x == 0:
@@ -147,6 +149,13 @@ def _late_count_probe(wait: Any) -> Any:
                 # a plain store (an atomic would queue behind the poller's, as above); on a GPU it reaches L2,
                 # where polls read
                 counters[layer] = late
+                # numba's simulated atomics read, then write back: a poll by an atomic (an add of 0) can write
+                # the old count over this store, and the count never comes (a GPU's atomics are indivisible).
+                # So it is stored again while block 0 has not returned, bounded by the clock as above
+                start = globaltimer()
+                while poll_relaxed_sys(result, 0) < 0 and globaltimer() - start < start_ns:
+                    if poll_relaxed_sys(counters, layer) != late:
+                        counters[layer] = late
     return BACKEND.coresident(_jit(late_count_probe))
 
 
