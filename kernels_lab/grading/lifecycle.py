@@ -76,7 +76,10 @@ def stop_all() -> None:
         try:
             proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended just after the wait (its worker reaped it): the interrupt goes on
+                pass
 
 
 def allow_children() -> None:

@@ -338,6 +338,10 @@ def run(spec):
     spec["deny_tcp"] = spec.get("deny_tcp", True) and not status["net_namespace"]
     out = os.open(spec["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     err = os.open(spec["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    stop = [False]
+    # before the fork: a stop (SIGTERM) that comes while the child starts must kill it below, never end the warden
+    # at once and leave the child running, unwatched
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -353,8 +357,6 @@ def run(spec):
     progress_path = spec.get("progress")
     phase_start, limit = t0, float(limits.get("start", default_limit))
     last, last_mem, last_tree, tree = None, 0.0, 0.0, [pid]
-    stop = [False]
-    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
     code = None
     while True:
         while True:  # the child, or leftovers that already reached this subreaper (no zombies)
