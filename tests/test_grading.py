@@ -228,6 +228,24 @@ def test_speed_credit_needs_a_correct_output_at_the_speed_size():
     assert "first: run 4, 1000 element(s) differ" in result.output
 
 
+def test_no_speed_run_is_timed_when_no_run_was_right():
+    # (a GPU's fuse_two_launches: its entry is no kernel; timing it said "'_TwoKernels' object has no attribute
+    # 'typeof_pyval'", words about the grader's timer, not the student's kernel)
+    from kernels_lab.grading.cases import speed_job
+    from kernels_lab.grading.judge import CHECKS, Evidence
+    from kernels_lab.grading.records import ChildRun
+    ex = get_exercise("fuse_chain")
+    child = ChildRun("ok", report={"speed": {"error": {"type": "AttributeError", "where": "", "message": "x"}}},
+                     speed_job=speed_job(ex))
+    case = {"id": 0, "role": "plain"}
+
+    def evidence(ok):
+        return Evidence(ex, None, [case], {}, {0: type("V", (), {"ok": ok})()}, speed_run=child)
+    untimed = CHECKS["speed"].score(evidence(False), 1)
+    assert untimed.score == 0 and untimed.output == "no correct run to time: fix correctness first"
+    assert "AttributeError" in CHECKS["speed"].score(evidence(True), 1).output  # a right run: its timing is judged
+
+
 def test_the_compile_gate_targets_the_course_architecture(monkeypatch):
     from kernels_lab.grading import compile_gate
     monkeypatch.delenv(compile_gate.COURSE_ARCH_ENV, raising=False)

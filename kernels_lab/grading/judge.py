@@ -386,6 +386,10 @@ def speed_test(ex: Exercise, run: Any, points: float,
 
 
 def _speed(ev: Evidence, points: float) -> TestResult:
+    if not ev.right and ev.speed_run is not None and ev.speed_run.speed_job is not None:
+        # as the compile gate: the correctness checks already say why no run was right; timing it would only
+        # repeat that failure in other words (an object that is no kernel: "has no attribute typeof_pyval")
+        return TestResult(SPEED, 0, points, "failed", "no correct run to time: fix correctness first")
     result, board = speed_test(ev.ex, ev.speed_run, points)
     ev.leaderboard += board
     return result
