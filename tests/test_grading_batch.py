@@ -255,3 +255,27 @@ def test_ctrl_c_during_a_hung_grade_stops_within_a_second_killing_every_child(tm
     assert stopped < 1.5 and proc.returncode == 130 and took < 3, (stopped, proc.returncode, took, err[-2000:])
     assert "kernels-lab: interrupted" in err and "Traceback" not in err
     assert not book.exists()  # nothing half-done: the gradebook is written only when every grade is
+
+
+def test_ctrl_c_handed_to_a_worker_thread_still_stops_the_wait_for_a_grade():
+    # the kernel may deliver SIGINT to any thread; Python runs its handler in the main thread only, which an
+    # untimed future.result() would leave blocked until that grade ends (seen once: 60 s after Ctrl-C)
+    code = """
+import signal, threading, time
+from concurrent.futures import Future
+from kernels_lab.grading.batch import _result
+never, ready = Future(), threading.Event()
+def worker():  # a grading thread: it takes the signal (its C handler runs here), then keeps waiting
+    ready.set(); time.sleep(30)
+t = threading.Thread(target=worker, daemon=True); t.start(); ready.wait()
+threading.Timer(0.3, lambda: signal.pthread_kill(t.ident, signal.SIGINT)).start()
+t0 = time.monotonic()
+try:
+    _result(never)
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - t0:.2f} s")
+"""
+    env = {**{k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}, "KERNELS_LAB_BACKEND": "sim"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.stdout.startswith("interrupted after"), (out.stdout, out.stderr[-2000:])
+    assert float(out.stdout.split()[2]) < 1.5, out.stdout

@@ -17,7 +17,8 @@ import json
 import re
 import sys
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
@@ -30,6 +31,7 @@ from .submission import SubmissionError, load_source
 
 
 SUFFIXES = (".py", ".ipynb")
+POLL_S = 0.2  # how often the waiting main thread wakes (Ctrl-C: see _result)
 _NOT_SUBMITTED = ("__pycache__", "__MACOSX")  # folders a download or Python leaves beside the submissions
 
 
@@ -140,6 +142,17 @@ def _previous(ex: Exercise, path: Path, name: str, out_dir: Path | None, **kw) -
         return None
 
 
+def _result(future: Future) -> Grade:
+    """future.result(), woken every POLL_S: the kernel may hand Ctrl-C to a worker thread (blocked in its
+    child's select), and a main thread blocked in an untimed wait would run Python's handler only when this
+    grade ends (up to its time limit); woken, it raises KeyboardInterrupt within POLL_S."""
+    while True:
+        try:
+            return future.result(timeout=POLL_S)
+        except FutureTimeout:
+            continue
+
+
 def grade_many(ex: Exercise, paths: list[Path], workers: int = 2, out_dir: Path | None = None,
                names: dict[Path, str] | None = None, **kw) -> list[Grade]:
     """Grade each path (workers at once), named names[path] (default its file name); with out_dir,
@@ -179,7 +192,7 @@ def grade_many(ex: Exercise, paths: list[Path], workers: int = 2, out_dir: Path 
     try:
         futures = [pool.submit(one, p) for p in paths]
         for k, f in enumerate(futures):
-            done.append(f.result())
+            done.append(_result(f))
             sys.stderr.write(f"\rgrading {ex.name}: {k + 1}/{len(paths)}")
             sys.stderr.flush()
     except BaseException:  # Ctrl-C: no child may outlive it, nor a half-graded submission be written
