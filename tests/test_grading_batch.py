@@ -216,6 +216,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _as_from_a_terminal() -> None:
+    """Ctrl-C's default in the child, as a terminal starts it: a suite launched in the background (`cmd &` in a
+    script) ignores SIGINT, every process it starts inherits that, and Python then installs no handler."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_a_hung_grade_stops_within_a_second_killing_every_child(tmp_path):
     import signal
     import time
@@ -227,7 +234,8 @@ def test_ctrl_c_during_a_hung_grade_stops_within_a_second_killing_every_child(tm
     # -X faulthandler: SIGABRT makes it print every thread's stack, should it not stop
     proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "kernels_lab.cli", "grade", "fuse_mini",
                              str(folder), "--exercises", str(MINI_FILE), "--csv", str(book), "--timeout", "120"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_from_a_terminal)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # until the submission's kernel spins in its confined child
         tree = _descendants(proc.pid)
@@ -276,6 +284,7 @@ except KeyboardInterrupt:
     print(f"interrupted after {time.monotonic() - t0:.2f} s")
 """
     env = {**{k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}, "KERNELS_LAB_BACKEND": "sim"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                         preexec_fn=_as_from_a_terminal)
     assert out.stdout.startswith("interrupted after"), (out.stdout, out.stderr[-2000:])
     assert float(out.stdout.split()[2]) < 1.5, out.stdout
