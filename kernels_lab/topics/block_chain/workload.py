@@ -63,6 +63,7 @@ x standard normal: activations stay O(1); float32 sums of 3G terms against float
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Mapping
 
 import numpy as np
@@ -262,15 +263,16 @@ class MegakernelLaunch:
 
 
 def bind_megakernel_with(inputs, outputs, stream=0, *, blocks: int | None = None, spin_limit: int = SPIN_LIMIT,
-                         marked: bool = False) -> MegakernelLaunch:
-    """A megakernel (marked: data and flag in one word) on its default grid, or on `blocks` blocks (the tests'
-    other splits of the items)."""
+                         marked: bool = False, divisor: int = 1) -> MegakernelLaunch:
+    """A megakernel (marked: data and flag in one word) on its default grid (divisor: 1/divisor of it), or on
+    `blocks` blocks (the tests' other splits of the items)."""
     buf = Buffers(inputs, outputs, stream)
     if marked and (why := ck.marked_fits(buf.geo)) is not None:
         raise ArgumentError(why)
     if blocks is not None and not 1 <= blocks <= buf.layers * buf.geo.tiles:
         raise ArgumentError(f"blocks={blocks}: between 1 and the {buf.layers * buf.geo.tiles} tiles of all layers")
-    return MegakernelLaunch(buf, blocks or megakernel_blocks(buf.geo, buf.layers, marked), spin_limit, stream, marked)
+    return MegakernelLaunch(buf, blocks or megakernel_blocks(buf.geo, buf.layers, marked, divisor), spin_limit, stream,
+                            marked)
 
 
 def bind_megakernel(inputs, outputs, stream=0):
@@ -289,13 +291,9 @@ def fewer_blocks_variant(marked: bool, divisor: int) -> Variant:
     """A megakernel on 1/divisor of its default grid, unregistered (the study's grid sweep): fewer blocks share
     an SM, so fewer poll while a tile computes beside them, and each block runs `divisor` tiles in turn."""
     name = "megakernel_marked" if marked else "megakernel"
-
-    def bind(inputs, outputs, stream=0):
-        buf = Buffers(inputs, outputs, stream)
-        return MegakernelLaunch(buf, megakernel_blocks(buf.geo, buf.layers, marked, divisor), SPIN_LIMIT, stream,
-                                marked)
     return Variant(f"{name}_grid_{divisor}", "persistent", f"{name} on 1/{divisor} of its grid",
-                   _plan_mega(marked, divisor), bind, limit=_marked_limit if marked else _limit)
+                   _plan_mega(marked, divisor), partial(bind_megakernel_with, marked=marked, divisor=divisor),
+                   limit=_marked_limit if marked else _limit)
 
 
 WORKLOAD = register(Workload(

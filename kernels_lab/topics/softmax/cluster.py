@@ -40,7 +40,6 @@ from . import split as sp  # noqa: I001
 
 SLICE_FLOATS = BACKEND.size(gpu=8192, simulator=64)  # floats a block holds by default (a GPU: 256 threads x 32;
                                                      # the simulator: several blocks a row at its small widths)
-_ZERO = np.float32(0)
 
 
 @dataclass(frozen=True)

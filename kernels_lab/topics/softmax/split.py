@@ -58,7 +58,6 @@ MAX_SLICES = 64
 SPLIT_MIN_COLS = BACKEND.size(gpu=8192, simulator=1)  # narrower rows are one slice (k = 1): `fused` is the better kernel
 TIMEOUT_NS = BACKEND.size(gpu=2_000_000_000, simulator=120_000_000_000)  # how long a block waits for its row's others
 COUNT_LIMIT = (1 << 31) - 1                  # the flags are int32 row counters
-_ZERO = np.float32(0)
 
 
 class ExchangeTimeout(RuntimeError):
