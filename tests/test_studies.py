@@ -13,7 +13,7 @@ from kernels_lab.core import Variant
 from kernels_lab.instrument.timing import Timing
 from kernels_lab.profile import plots, results, study as st
 from kernels_lab.profile.ceiling import Ceiling
-from kernels_lab.profile.study import Anchor, Group, StudyError, run_study, studies, version
+from kernels_lab.profile.study import Anchor, Group, StudyError, run_study, studies, version, recheck, row_inputs
 
 STUDIES = studies()
 
@@ -240,3 +240,16 @@ def test_decode_records_read_as_the_committed_kind(clocks, tmp_path):
     assert [p.name for p in plots.render(doc, tmp_path, "decode")] == ["decode_us_per_pass.png"]
     row = next(line for line in figures.table(doc).splitlines() if line.split()[:1] == ["megakernel"])
     assert row.split()[1:] == ["1000.0"]  # the demo's table: us per pass, the steady clock
+
+
+def test_the_recheck_cuts_only_the_inputs_indexed_by_row_even_at_a_square_size():
+    # layernorm at rows == cols: gamma and beta are as long as the rows are many, and must not be cut to a
+    # window (the H100's first run of the study stopped there: "operands could not be broadcast")
+    size = LN.workload.size(rows=40, cols=40)
+    inputs = LN.workload.make_inputs(size, np.random.default_rng(3))
+    right = LN.workload.reference(inputs)["out"].astype(np.float32)
+    assert row_inputs(LN, size) == {"x"}
+    assert recheck(LN, size, inputs, lambda w: {"out": right[w]}, np.random.default_rng(0), None) is None
+    wrong = right.copy()
+    wrong[-1, 5] += 1  # the last window always includes the last row
+    assert "out[" in recheck(LN, size, inputs, lambda w: {"out": wrong[w]}, np.random.default_rng(0), None)

@@ -14,6 +14,7 @@ Useful bytes: W once, u read and h written once.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from ...backend import BACKEND
@@ -93,7 +94,14 @@ def _make_graph(dev_in: dict[str, Any], size: Size):
     torch.cuda.current_stream().wait_stream(side)
     with torch.cuda.graph(graph):
         eager()
-    return graph.replay, lambda: {"h": out}
+    # a graph keeps no reference to the tensors it captured: `eager` holds z, h0 and weights_t, which were
+    # allocated before the capture; dropped, their memory went back to torch's pool and the next anchor's
+    # tensors were put there, read and overwritten by every replay (both anchors wrong, on an H100)
+    return functools.partial(_replay, graph, eager), lambda: {"h": out}
+
+
+def _replay(graph, *keep_alive) -> None:
+    graph.replay()
 
 
 def _make_cudnn(dev_in: dict[str, Any], size: Size):
