@@ -2,7 +2,7 @@
 committed notebooks themselves, so that a new lesson needs no edit here.
 
 docs/notebooks and docs/figures are links to the repository's folders: the notebooks render with
-their committed H200 outputs (nothing is executed at build time), and the README (docs/index.md)
+their committed GPU outputs (nothing is executed at build time), and the README (docs/index.md)
 and the lessons' markdown find the figures at the same relative paths as in the repository.
 """
 
@@ -34,7 +34,7 @@ def lessons() -> dict[str, str]:
 
 
 def on_config(config: Any, **_: Any) -> Any:
-    lesson_pages = [{title: [{f"{name[:2]} solution (H200 outputs)": f"notebooks/{name}_solution.ipynb"},
+    lesson_pages = [{title: [{f"{name[:2]} solution (GPU outputs)": f"notebooks/{name}_solution.ipynb"},
                              {f"{name[:2]} exercise": f"notebooks/{name}.ipynb"}]}
                     for name, title in lessons().items()]
     config.nav = [{"Home": "index.md"}, {"Lessons": ["lessons.md", *lesson_pages]}, {"Demos": "demos.md"},
@@ -49,7 +49,7 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
         return markdown.replace("](docs/", "](")
     if TABLE_MARKER not in markdown:
         return markdown
-    rows = ["| lesson | read it (solution, H200 outputs) | exercise | download |", "| --- | --- | --- | --- |"]
+    rows = ["| lesson | read it (solution, GPU outputs) | exercise | download |", "| --- | --- | --- | --- |"]
     for name, title in lessons().items():
         rows.append(f"| {title} | [solution](notebooks/{name}_solution.ipynb) | [exercise](notebooks/{name}.ipynb) "
                     f'| <a href="notebooks/{name}.ipynb" download>{name}.ipynb</a> |')

@@ -19,16 +19,15 @@ from kernels_lab.profile import numbers, results
 
 # each demo's committed results file and what it prints from it on the simulator
 SHOWN = {
-    "elementwise": ("elementwise_h200.json", lambda doc: common.results_table(doc["records"], common.TIMED_COLUMNS)
-                    + elementwise.narrate(doc["records"], common.DemoRun(None, {}, doc["meta"]["ceiling_GBs"]))),
+    "elementwise": ("elementwise_h100.json", elementwise.committed_table),
     "launch": ("ladder_h200.json", lambda doc: launch_overhead.rung_lines(doc["records"])
                + launch_overhead.narrate(doc["records"])),
     "consumer": ("consumer_h200.json", lambda doc: consumer.table(doc["records"]) + consumer.narrate(doc["records"])),
-    "softmax": ("softmax_h200.json", softmax.benchmark_table),
-    "rnn": ("rnn_h200.json", rnn.benchmark_table),
+    "softmax": ("softmax_h100.json", softmax.benchmark_table),
+    "rnn": ("rnn_h100.json", rnn.benchmark_table),
     "pdl": ("pdl_h200.json", lambda doc: pdl.narrate(doc["records"])),
-    "decode": ("decode_h200.json", decode.table),
-    "layernorm": ("layernorm_h200.json", layernorm.benchmark_table),
+    "decode": ("decode_h100.json", decode.table),
+    "layernorm": ("layernorm_h100.json", layernorm.benchmark_table),
 }
 
 
@@ -50,10 +49,10 @@ def test_the_committed_section_names_its_file_and_date_and_copies_the_committed_
 
 
 def test_without_an_out_folder_the_committed_figures_are_named_not_copied(capsys):
-    made = common.show_committed("softmax_h200.json", softmax.benchmark_table)
+    made = common.show_committed("softmax_h100.json", softmax.benchmark_table)
     out = capsys.readouterr().out
     assert made and all(p.parent == common.FIGURES for p in made)
-    assert "its figures: " in out and "figures/softmax_h200_versions.png" in out
+    assert "its figures: " in out and "figures/softmax_h100_versions.png" in out
 
 
 @pytest.mark.parametrize("name", list(SHOWN))
@@ -70,7 +69,8 @@ def test_each_demo_prints_numbers_read_from_its_committed_file(name):
 
 def _measured_tokens(recs):
     for r in recs:
-        for key, fmt in (("GBs", "{:.0f}"), ("p50_us", "{:.1f}"), ("e2e_us", "{:.0f} us"), ("us_per_step", "{:.2f}"), ("us_per_pass", "{:.1f}"),
+        for key, fmt in (("GBs", "{:.0f}"), ("GBs_model", "{:.0f}"), ("GBs_useful", "{:.0f}"), ("time_ms", "{:.3f}"),
+                         ("p50_us", "{:.1f}"), ("e2e_us", "{:.0f} us"), ("us_per_step", "{:.2f}"), ("us_per_pass", "{:.1f}"),
                          ("host_us_per_launch", "{:.2f}")):
             if r.get(key):
                 yield fmt.format(r[key])

@@ -20,5 +20,5 @@ def test_the_demo_runs_here_and_shows_the_committed_numbers(tmp_path, capsys):
     written = json.loads((tmp_path / "layernorm.json").read_text())
     assert {r["variant"] for r in written["records"]} == set(get_workload("layernorm").variants)
     assert all(r["bytes_traced"] == r["bytes_model"] for r in written["records"])
-    assert "figures/data/layernorm_h200.json (committed)" in out
+    assert "figures/data/layernorm_h100.json (committed)" in out
 

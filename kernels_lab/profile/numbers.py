@@ -33,6 +33,12 @@ def records(name: str, data: Path, kind: str | None = None) -> list[dict[str, An
     return [r for r in load(name, data)["records"] if r.get("kind") == kind]
 
 
+def gpu(name: str, data: Path = DATA) -> str:
+    """The GPU a results file was measured on, as its meta names it, short: "H100 80GB HBM3" -> "H100"."""
+    device = load(name, data)["meta"].get("device", "")
+    return re.sub(r"^NVIDIA\s+", "", device).split()[0] if device else "an unnamed GPU"
+
+
 def pow2(n: int) -> str:
     k = int(n).bit_length() - 1
     return f"2^{k}" if n == 1 << k else f"{n:,}"

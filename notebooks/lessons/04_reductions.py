@@ -347,29 +347,29 @@ print(lessons.expect("unfused / fused bytes", bytes_ratio,
                      w.variant("unfused").plan(big).bytes_total / w.variant("fused").plan(big).bytes_total, rel=0.03))
 
 # %% [markdown]
-# ## Measured on an H200 (committed results)
+# ## Measured on a GPU (committed results)
 # `kernels-lab bench softmax` (the topic's study) timed every variant (and torch.softmax) at five shapes with a
 # cold L2, counting every GB/s as one read and one write of x (8 bytes per element) for everyone. Against
 # torch.softmax (above 1: faster) and against the copy ceiling measured in the same run:
 
 # %%
-res = lessons.committed("softmax_h200.json")
+res = lessons.committed("softmax_h100.json")
 ceiling = res["meta"]["ceiling_GBs"]
-names = ("unfused", "fused_shared", "fused", "persistent", "online", "split")
+names = ("unfused", "fused_shared", "fused", "persistent", "online", "split", "cluster")
 shape = {}
 for r in res["records"]:
-    if r["kind"] == "softmax_shape" and (r["registered"] or r["variant"] == "torch.softmax"):
-        shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["variant"]] = r
+    if r["group"] == "shapes" and (r["registered"] or r["line"] == "torch.softmax"):
+        shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
 print(f"{res['meta']['device']}, copy ceiling {ceiling:.0f} GB/s")
-for title, field, fmt in (("vs torch.softmax", "vs_torch", "{:12.2f}x"), ("share of the copy ceiling", "of_ceiling", "{:13.0%}")):
+for title, field, fmt in (("vs torch.softmax", "vs_anchor", "{:12.2f}x"), ("share of the copy ceiling", "of_ceiling", "{:13.0%}")):
     print(f"\n{title}:\n{'rows x cols':<14}" + "".join(f"{n:>13}" for n in names + ("torch",)))
     for (rows, cols), got in shape.items():
         cells = [fmt.format(got[n][field]) if n in got else f"{'-':>13}" for n in names]
-        cells.append(fmt.format(got["torch.softmax"][field]) if field == "of_ceiling" else f"{got['torch.softmax']['GBs']:8.0f} GB/s")
+        cells.append(fmt.format(got["torch.softmax"][field]) if field == "of_ceiling" else f"{got['torch.softmax']['GBs_useful']:8.0f} GB/s")
         print(f"{rows:>6} x {cols:<5}" + "".join(cells))
 
 # %% [markdown]
-# ![each registered variant's time against torch.softmax, per shape](../figures/softmax_h200_vs_torch.png)
+# ![each registered variant's time against torch.softmax, per shape](../figures/softmax_h100_vs_torch.png)
 
 # %% [markdown]
 # Every version the benchmark tried, in GB/s, coloured by variant: v1 is `fused_shared` (the exercise's
@@ -383,14 +383,14 @@ for title, field, fmt in (("vs torch.softmax", "vs_torch", "{:12.2f}x"), ("share
 # missing from a shape does not run that width (or repeats another's layout there); the dashed line is
 # the copy ceiling measured in the same run.
 #
-# ![every version at every shape](../figures/softmax_h200_versions.png)
+# ![every version at every shape](../figures/softmax_h100_versions.png)
 
 # %% [markdown]
 # Your prediction against the clock: the unfused/fused time ratio at each shape where both ran, next to
 # the bytes ratio of the plans. Where the two differ, the share of the ceiling above says which kernel
-# fell short of streaming at full speed. Nsight Compute counted the DRAM bytes of some runs: how many
-# x-sized arrays really crossed DRAM (plan: unfused 5, online 3, fused 2)? The plans cannot know what
-# L2 (60 MiB) catches: the `e` that `normalize` reads back, the row that `online`'s second pass re-reads
+# fell short of streaming at full speed. Where Nsight Compute counted the DRAM bytes of a run
+# (`kernels-lab bench softmax --ncu`): how many x-sized arrays really crossed DRAM (plan: unfused 5, online
+# 3, fused 2)? The plans cannot know what L2 (50 MiB on an H100, 60 on an H200) catches: the `e` that `normalize` reads back, the row that `online`'s second pass re-reads
 # (and writes below 1: the last writes still sit in L2 when the kernel ends, as in lesson 01).
 
 # %%
@@ -399,13 +399,14 @@ for (rows, cols), got in shape.items():
         print(f"{rows:>6} x {cols:<5}  time ratio {got['unfused']['time_ms'] / got['fused']['time_ms']:5.2f}"
               f"   bytes ratio {got['unfused']['bytes_model'] / got['fused']['bytes_model']:5.2f}")
 print()
-for (rows, cols), got in shape.items():
-    for n in names:
-        r = got.get(n)
-        if r and r.get("bytes_dram_read") is not None:
-            x_bytes = 4 * rows * cols
-            print(f"{rows:>6} x {cols:<5} {n:<12} DRAM: reads {r['bytes_dram_read'] / x_bytes:4.2f} x-sized arrays, "
-                  f"writes {r['bytes_dram_write'] / x_bytes:4.2f}; plan {r['bytes_model'] / x_bytes:4.2f} in all")
+counted = [((rows, cols), n, got[n]) for (rows, cols), got in shape.items() for n in names
+           if n in got and got[n].get("bytes_dram_read") is not None]
+for (rows, cols), n, r in counted:
+    x_bytes = 4 * rows * cols
+    print(f"{rows:>6} x {cols:<5} {n:<12} DRAM: reads {r['bytes_dram_read'] / x_bytes:4.2f} x-sized arrays, "
+          f"writes {r['bytes_dram_write'] / x_bytes:4.2f}; plan {r['bytes_model'] / x_bytes:4.2f} in all")
+if not counted:
+    print("(this run has no Nsight Compute counts: `kernels-lab bench softmax --ncu` adds them)")
 
 # %% [markdown]
 # ## Where fused stops fitting
@@ -417,9 +418,9 @@ for (rows, cols), got in shape.items():
 # %%
 sweep = {}
 for r in res["records"]:
-    if r["kind"] == "softmax_sweep":
-        sweep.setdefault(r["size"]["cols"], {})[r["variant"]] = r
-gbs = lambda r: f"{r['GBs']:.0f}" if r else "-"
+    if r["group"] == "sweep":
+        sweep.setdefault(r["size"]["cols"], {})[r["line"]] = r
+gbs = lambda r: f"{r['GBs_useful']:.0f}" if r else "-"
 print(f"{'cols':>6} {'fused GB/s':>11} {'layout':>9} {'online GB/s':>12} {'torch GB/s':>11}   faster of the two")
 for cols, got in sorted(sweep.items()):
     f, o = got.get("fused"), got.get("online")
@@ -435,14 +436,14 @@ print(f"online is faster than fused at every width from {from_on} columns on" if
 print("(layout: threads per row x 4-float chunks a thread)")
 
 # %% [markdown]
-# ![GB/s against the row width](../figures/softmax_h200_cols.png)
+# ![GB/s against the row width](../figures/softmax_h100_cols.png)
 
 # %% [markdown]
 # ## Splitting a row across blocks
 # A row of 32768 floats fills a 1024-thread block: one block per SM, so while it reduces nothing else
 # on that SM streams (the sweep above: how far under the ceiling the wide rows fall). `split`
 # (`kernels_lab/topics/softmax/split.py`) gives each row to **k blocks**, each holding a slice of the
-# row in registers (4096 floats in 128 threads on the H200), so several blocks share an SM. Each block
+# row in registers (4096 floats in 128 threads at 32768 columns), so several blocks share an SM. Each block
 # folds its slice into the online pair (m, d), and then the k blocks of a row must meet: each writes
 # its pair to global memory and raises a flag (after a fence: a release), waits with acquire loads,
 # bounded in time, until the other k - 1 flags of its row are up, combines the k pairs with exercise
@@ -481,7 +482,7 @@ if trace:
     print("(x and out: 4 bytes per element each; flags: each poll is a read, so their count varies with the timing)")
 
 # %% [markdown]
-# On the H200, the same run as above (`v14` is the registered layout, `v15` the same with the next row's
+# In the same run as above (`v14` is the registered layout, `v15` the same with the next row's
 # slice loaded during the exchange); best other: the fastest `fused` or `online` version at that shape.
 # The prefetch was meant to hide the wait, and it is slower everywhere: two slices in registers halve the
 # blocks an SM holds, and more blocks per SM hide the wait better than loads in flight do.
@@ -492,17 +493,17 @@ if not any(r["variant"] == "split" for r in res["records"]):
 print(f"{'rows x cols':<14}{'split: k x threads':>19}{'GB/s':>6}{'of ceiling':>11}{'vs torch':>9}"
       f"{'prefetch':>12}{'best other':>16}{'torch':>7}{'compile':>8}")
 for (rows, cols), got in shape.items():
-    here = [r for r in res["records"] if r["kind"] == "softmax_shape" and r["size"] == {"rows": rows, "cols": cols}]
+    here = [r for r in res["records"] if r["group"] == "shapes" and r["size"] == {"rows": rows, "cols": cols}]
     mine = got.get("split")
     if cols < 8192 or mine is None:  # narrower rows are one slice: split is fused plus an exchange
         continue
-    by_version = {r["version"]: r for r in here}
-    others = [r for r in here if r["variant"] in ("fused", "online") and r.get("correct")]
-    other = max(others, key=lambda r: r["GBs"]) if others else None
+    by_version = {r["line"]: r for r in here}
+    others = [r for r in here if r["variant"] in ("fused", "online") and r["checked"]]
+    other = max(others, key=lambda r: r["GBs_useful"]) if others else None
     lay = mine["layout"]
-    cells = [f"{lay['slices']} x {lay['threads']}", f"{mine['GBs']:.0f}", f"{mine['of_ceiling']:.0%}",
-             f"{mine['vs_torch']:.2f}x", gbs(by_version.get("v15")),
-             f"{other['GBs']:.0f} ({other['version']})" if other else "-",
+    cells = [f"{lay['slices']} x {lay['threads']}", f"{mine['GBs_useful']:.0f}", f"{mine['of_ceiling']:.0%}",
+             f"{mine['vs_anchor']:.2f}x", gbs(by_version.get("v15")),
+             f"{other['GBs_useful']:.0f} ({other['line']})" if other else "-",
              gbs(by_version.get("torch.softmax")), gbs(by_version.get("torch.compile"))]
     print(f"{rows:>6} x {cols:<6}" + "".join(f"{c:>{n}}" for c, n in zip(cells, (19, 6, 11, 9, 12, 16, 7, 8))))
 
@@ -586,7 +587,7 @@ for cols, rs in sorted(by_width.items()):
 # missed: the best layout holds 32 floats a thread at every width (1024-thread blocks are always far behind),
 # torch.softmax falls from its best share too, and a bigger cluster fits fewer blocks on the GPU at once
 # (the probe's `cuOccupancyMaxActiveClusters` for its small kernel: a cluster must fit on one GPC). What it
-# does not show is which of these costs the time: this run had no persistent-grid line and no profile.
+# does not show is which of these costs the time: the profile below does.
 
 # %%
 for cols, best, torch in short:
@@ -596,6 +597,39 @@ for p in probe["probes"]:
     if "cluster" in p:
         print(f"clusters of {p['cluster']:>2} blocks (64 threads): {p['max_active_clusters']:>4} at once "
               f"= {p['cluster'] * p['max_active_clusters']} blocks resident")
+
+# %% [markdown]
+# ### Where the time goes: Nsight Compute on an H100
+# The study run at the top of this lesson timed the registered `cluster` (its layout chosen per width from the
+# probe above) beside `split` and torch at the long shapes (first table). Nsight Compute profiled one launch of
+# each at 2048 x 32768 and 512 x 131072 on the same kind of GPU (`figures/data/ncu_softmax_cluster_*_h100.csv`;
+# the command is in each file's first line): how busy DRAM was, and how many warps each SM could hold.
+
+# %%
+import csv
+
+for name in ("ncu_softmax_cluster_2048x32768_h100.csv", "ncu_softmax_cluster_512x131072_h100.csv"):
+    rows_ = [line for line in (lessons.DATA / name).read_text().splitlines() if line.startswith('"')]
+    kernels = {}
+    for r in csv.DictReader(rows_):
+        if "ncu_variant_marker" not in r["Kernel Name"]:  # the markers between variants are not softmax
+            kernels.setdefault(r["Kernel Name"].split("[")[0], {})[r["Metric Name"]] = r["Metric Value"]
+    print(name.split("_")[3])
+    for kernel, m in kernels.items():
+        print(f"  {kernel:<34} DRAM {m['DRAM Throughput']:>6}% of peak | {m['Registers Per Thread']} registers x "
+              f"{m['Block Size']} threads, " + (f"cluster of {m['Cluster Size']}" if m["Cluster Size"] != "0" else "no cluster")
+              + f" | occupancy {m['Achieved Occupancy']}% "
+              f"(at most {m['Theoretical Occupancy']}%: {m['Block Limit Registers']} blocks an SM by registers)")
+
+# %% [markdown]
+# Read it with lesson 01's Little's law: a kernel that streams needs enough bytes in flight per SM. Both
+# kernels hold their slice of the row in registers, so registers cap them at half the warps an SM can hold
+# (Nsight's occupancy rule names registers as the limiter), and both leave DRAM equally short of busy:
+# exchanging the partial (max, sum) through DSMEM instead of global memory did not change that, because the
+# exchange is not what limits them. What would: the same bytes in flight with fewer registers a thread, e.g.
+# the slice staged in shared memory by bulk asynchronous copies (TMA, as QuACK does on Hopper): from Numba a
+# `cp.async.bulk` intrinsic in hand-written PTX, like the cluster intrinsics of `kernels_lab/intrinsics.py`;
+# not built here.
 
 # %% [markdown]
 # ### Exercise 4: the cluster's combine

@@ -323,17 +323,17 @@ print(lessons.expect("W bytes, persistent", w_bytes_persistent,
 print(f"fused reads W {w_bytes_fused / w_bytes_persistent:.0f} times as often")
 
 # %% [markdown]
-# ## Measured on an H200 (committed results)
+# ## Measured on a GPU (committed results)
 # `kernels-lab bench rnn` (the topic's study) checked every variant against float64 over all steps, then timed
 # them (cold L2, medians) at hidden 1024 and 2048 and batch 1, 4 and 32, with three anchors: torch's eager
 # `addmm + tanh` loop, that loop captured in a torch CUDA graph, and `torch.nn.RNN` (cuDNN). Time per step:
 
 # %%
-path = lessons.DATA / "rnn_h200.json"
-res = lessons.committed("rnn_h200.json") if path.exists() else None
+path = lessons.DATA / "rnn_h100.json"
+res = lessons.committed("rnn_h100.json") if path.exists() else None
 by_size = {}
 if res is None:
-    print("The H200 results (figures/data/rnn_h200.json) are not committed yet; the cells below skip.")
+    print("The results (figures/data/rnn_h100.json) are not committed yet; the cells below skip.")
 else:
     meta = res["meta"]
     print(f"{meta['device']}, {meta['date'][:10]}, {meta.get('steps')} steps; persistent barrier "
@@ -341,8 +341,8 @@ else:
     for problem in meta.get("problems", []):
         print("  problem reported by the run:", problem)
     for r in res["records"]:
-        if r.get("kind") == "rnn" and r.get("us_per_step") is not None and r.get("version") is None:
-            by_size.setdefault((r["size"]["hidden"], r["size"]["batch"]), {})[r["variant"]] = r
+        if r.get("us_per_step") is not None and (r["registered"] or r["pattern"] == "anchor"):  # no versions
+            by_size.setdefault((r["size"]["hidden"], r["size"]["batch"]), {})[r["line"]] = r
     names = [n for n in w.variants if any(n in got for got in by_size.values())]
     names += sorted({n for got in by_size.values() for n in got} - set(names))  # the anchors
     sizes = sorted(by_size)
@@ -378,22 +378,22 @@ for (hidden, batch), got in sorted(by_size.items()):
         grid, flag = by_barrier["grid"], by_barrier["flag"]
         print(f"{'':<22}barriers: flag {flag['us_per_step']:.2f} us, grid.sync {grid['us_per_step']:.2f} us "
               f"({'flag' if flag['us_per_step'] < grid['us_per_step'] else 'grid.sync'} faster); "
-              f"one grid sync = {sync_us / grid['us_per_step']:.0%} of a grid.sync step")
+              f"one grid sync (the ladder run's) = {sync_us / grid['us_per_step']:.0%} of a grid.sync step")
 for hidden, best in winners.items():
     ahead = [b for b, r in sorted(best.items()) if r["pattern"] == "persistent"]
     print(f"hidden {hidden}: a persistent kernel is the fastest at batch {', '.join(map(str, ahead)) or 'none'}"
           + "".join(f"; at batch {b}: {r['variant']}" for b, r in sorted(best.items()) if r["pattern"] != "persistent"))
 if not by_size:
-    print("(no H200 results committed yet)")
+    print("(no results committed yet)")
 
 # %%
 from IPython.display import Image, display
-for figure in ("rnn_h200_us_per_step.png", "rnn_h200_bytes.png"):
+for figure in ("rnn_h100_us_per_step.png", "rnn_h100_bytes.png"):
     where = lessons.DATA.parent / figure
     if where.exists():
         display(Image(filename=str(where)))
     else:
-        print(f"figures/{figure} is not committed yet (kernels-lab plot draws it from the H200 results)")
+        print(f"figures/{figure} is not committed yet (kernels-lab plot draws it from the committed results)")
 
 # %% [markdown]
 # ## Where keeping W on chip stops paying
@@ -434,7 +434,7 @@ if res is not None:
               f"x {r['threads']} threads, {r['regs_per_thread']} registers, local {r['local_bytes_per_thread']} B"
               + (f", {r['us_per_step']:.2f} us" if r.get("us_per_step") else ""))
 else:
-    print("The H200 results are not committed yet: no measured TFLOP/s here.")
+    print("The results are not committed yet: no measured TFLOP/s here.")
 
 # %% [markdown]
 # ## Summary
@@ -446,4 +446,4 @@ else:
 #   machine. On the simulator grid sync is only a block barrier, so the persistent kernel runs one block.
 # - A grid sync is no cheaper than a CUDA graph's kernel boundary: persistence pays when W's reads
 #   dominate a step (small batch), and stops paying as the step becomes a compute-bound GEMM (large
-#   batch); the H200 tables above say where the crossing lies.
+#   batch); the tables above say where the crossing lies.

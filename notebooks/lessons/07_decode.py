@@ -5,7 +5,7 @@
 # of the next launch, the GPU's own boundary, the fill) and which answer removes which part: fusion
 # inside a layer (the epilogue), a CUDA graph, PDL's prologue overlap, a persistent kernel, and a
 # megakernel with an instruction table and a counter per layer; see a dependency protocol without its
-# release or its acquire give wrong answers, and write a right one; and read on the H200 where this
+# release or its acquire give wrong answers, and write a right one; and read on a GPU where this
 # megakernel loses to graphs + PDL, and what two tiles in flight per block win back.
 #
 # **Sources.** Hazy Research, [*Look Ma, No Bubbles! Designing a Low-Latency Megakernel for
@@ -60,10 +60,11 @@ for v in w.variants.values():
 # %% [markdown]
 # The planned bytes are more than the weights: every row's threads read all of `x_l` (from L1 after the
 # first), and the megakernels read their instruction table. Those are cache hits; the weights are what
-# comes from DRAM, or from L2 where a pass's weights fit in it (the H200's L2, from the run's meta):
+# comes from DRAM, or from L2 where a pass's weights fit in it (the L2 of the run's GPU, from its meta):
 
 # %%
-bench = lessons.committed("decode_h200.json")
+from kernels_lab.topics.decode import figures
+bench = figures.as_drawn(lessons.committed("decode_h100.json"))  # the study's records, us per pass derived
 l2 = bench["meta"].get("l2_bytes") or int(bench["meta"]["device"].split(" MiB L2")[0].split()[-1]) * 2**20
 for hidden, layers in ((1024, 8), (1024, 16), (2048, 8)):
     pass_bytes = 4 * layers * hidden ** 2
@@ -150,12 +151,11 @@ print(source[start:source.index("    @BACKEND.jit", start)])
 #
 # On a GPU tile t of layer l goes to block `(l tiles + t) % blocks`. Where a layer has fewer tiles than
 # there are blocks, consecutive layers land on different blocks, and a block idle during layer l already
-# holds its layer-(l+1) weights; where it has more, every block runs tiles of every layer. The H200 run's
+# holds its layer-(l+1) weights; where it has more, every block runs tiles of every layer. The run's
 # tiles (from each megakernel's tile size) and blocks:
 
 # %%
-runs = lessons.committed("decode_megakernel_h200.json")
-mk = {(r["size"]["hidden"], r["variant"]): r for r in runs["records"]
+mk = {(r["size"]["hidden"], r["variant"]): r for r in bench["records"]
       if r.get("kind") == "decode" and (r["size"]["layers"], r["size"]["batch"]) == (8, 1)}
 gpu_tables = {}
 for hidden in (1024, 2048, 4096):
@@ -334,7 +334,7 @@ print(lessons.check("decode_protocol", globals().get("wait")))  # wait, and the 
 # %% [markdown]
 # ### Exercise 3: the floor a pass cannot beat
 # At hidden 4096, 8 layers, batch 1, the weights come from DRAM (537 MB, far more than L2). Using the copy
-# ceiling measured in the same H200 run (`ceiling` below, GB/s), how many microseconds does one pass need
+# ceiling measured in the same run (`ceiling` below, GB/s), how many microseconds does one pass need
 # at least, to read every weight once?
 
 # %%
@@ -376,10 +376,10 @@ print(lessons.expect("extra bytes per layer", extra_bytes_per_layer, planned, re
 # At batch 1 that is a few KB a layer against 4 MiB of weights: the epilogue matters here for its two
 # **launches** per layer, not for its bytes.
 #
-# ## Measured on an H200 (committed results)
-# The decode benchmark (today `kernels-lab bench decode`; these files were written by its earlier script) checked every variant and anchor against float64, then timed each: steady
-# state (20 passes back to back between two events, median) and one pass with its launch (host clock to the
-# end of a synchronize). Anchors: torch's eager loop (`F.linear` + tanh-GELU per layer), that loop in a
+# ## Measured on a GPU (committed results)
+# `kernels-lab bench decode` (the topic's study) checked every variant and anchor against float64, then timed
+# each on two clocks: the steady state (passes back to back between two events, about 2 ms of them, median)
+# and one pass with a cold L2 (events around a single pass after a flush, median). Anchors: torch's eager loop (`F.linear` + tanh-GELU per layer), that loop in a
 # torch CUDA graph, and `torch.compile(mode="reduce-overhead")` (batch 1, 8 layers). us per pass, and
 # the DRAM floor (the weights at the copy ceiling) where a pass's weights exceed L2:
 
@@ -388,9 +388,9 @@ from kernels_lab.topics.decode.demo import table as bench_table
 print(bench_table({"meta": bench["meta"], "records": recs}))
 
 # %% [markdown]
-# ![us per pass against the weight bytes of a pass](../figures/decode_h200_us_per_pass.png)
+# ![us per pass against the weight bytes of a pass](../figures/decode_h100_us_per_pass.png)
 #
-# ![batch 1, 8 layers: steady state and one pass with its launch](../figures/decode_h200_batch1.png)
+# ![batch 1, 8 layers: steady state and one pass with its launch](../figures/decode_h100_batch1.png)
 #
 # Per layer at batch 1, 8 layers, each difference of steady-state times named for what it measures
 # (`figures.layer_gaps`): `host_issue` = fused - graph (what the host's launch path adds per kernel when
@@ -423,7 +423,7 @@ print(f"at batch 1, graph_pdl faster at {sum(p < m for p, m in batch1)} of {len(
 # first tile let go (weights loading, waiting on the layer before), colour from there to its last tile
 # counted:
 #
-# ![the megakernel's layers, from its own stamps](../figures/decode_h200_timeline.png)
+# ![the megakernel's layers, from its own stamps](../figures/decode_h100_timeline.png)
 
 # %%
 stamps_ns = [round(v * 1e3) for r in recs if r.get("timeline") for span in r["timeline"]
@@ -459,14 +459,14 @@ for r in recs:
 #
 # The fix tried: **two tiles in flight** per block (`megakernel_db`: two register buffers of half the
 # size; the next tile's weights load while this one waits, computes and releases; one poll per layer and
-# one release add per run of a block's tiles). A second H200 run timed it and a sweep of its layouts at
-# hidden 4096 (`decode_megakernel_h200.json`): residency from the compiled kernels, bytes in flight per SM
+# one release add per run of a block's tiles). The study's `deficit` group timed it and a sweep of its
+# layouts at hidden 4096 in the same run: residency from the compiled kernels, bytes in flight per SM
 # from the model (`occupancy.py`: the most an SM can have asked for at once, not what it keeps asked for;
 # the one-tile megakernel reaches it only between issuing a tile's loads and using them), fraction of the
 # copy ceiling:
 
 # %%
-print(figures.deficit_table(runs))
+print(figures.deficit_table(bench))
 kinds = ("megakernel", "megakernel_db", "megakernel_db_p0", "graph_pdl")
 print("\nhidden 4096, of the copy ceiling (same run): "
       + ", ".join(f"{v} {mk[4096, v]['of_ceiling']:.2f}" for v in kinds))
@@ -479,7 +479,10 @@ for v in ("megakernel", "megakernel_db"):
 # Two tiles in flight per block close most of the gap to `graph_pdl`. Asking L2 for more tiles beyond the
 # two made it no faster (`megakernel_db_p2`) or slower (`_p4`), and asking for none was fastest, within a
 # hair of `graph_pdl`: `megakernel_db_p0`, registered as a variant of the workload. The table shows that
-# order; this run does not show its cause. Fewer, larger blocks per SM (`_1sm`, `_rt64`) lost too.
+# order; this run does not show its cause. One block an SM with two tiles (`_db_1sm`) came close to `_p0`;
+# one with 64 KB tiles (`_rt64`) did not. (An earlier run on an H200, `decode_megakernel_h200.json`, had
+# `_db_1sm` behind `megakernel_db`: at this distance from the ceiling, the order of the close ones is not
+# a property of the kernel alone.)
 #
 # **What the published work found.** Hazy Research's Llama-1B megakernel (*Look Ma, No Bubbles!*) used
 # 78% of an H100's memory bandwidth where vLLM and SGLang used at most 50%, and ran more than 1.5x
@@ -511,10 +514,42 @@ print(chain_tables([r for r in chain["records"] if r.get("us_per_pass")]))
 #
 # Read the ratios: where only a few tiles are waited on, the marked megakernel beats graph + PDL at hidden
 # 1024 and every megakernel beats torch's CUDA graph by more than 2x; at hidden 2048 its cost per layer
-# (the slope from 1 to 8 layers) grows while graph + PDL's stays flat, and the lead shrinks to a few percent. This run does not show why
-# (more tiles a layer, more blocks per SM sharing the issue slots, the marked kernel's spilled registers
-# are candidates); its per-tile timeline would. With one layer the single fused kernel wins: there is no
-# boundary to save, and a persistent grid pays for its size.
+# (the slope from 1 to 8 layers) grows while graph + PDL's stays flat, and the lead shrinks to a few percent.
+# With one layer the single fused kernel wins: there is no boundary to save, and a persistent grid pays for
+# its size.
+#
+# **Why the lead shrinks with the width: the grid sweep.** A second run, on an H100 (`kernels-lab bench
+# block_chain --group grid`), put both megakernels on their full grid (a block for every (layer, tile)
+# where that many fit at once, every one loading its weights and then waiting) and on 1/2 and 1/4 of it,
+# where each block runs 2 or 4 tiles of a layer in turn, beside graph + PDL, at 1 and 8 layers. The cost
+# of a layer is the slope (t_8 - t_1) / 7 of the steady-state times:
+
+# %%
+grid = lessons.committed("block_chain_grid_h100.json")
+t = {(r["line"], r["size"]["hidden"], r["size"]["layers"]): r["us_per_pass"] for r in grid["records"]
+     if r.get("us_per_pass")}
+print(grid["meta"]["device"])
+print(f"{'us per layer':<26}{'hidden 1024':>12}{'hidden 2048':>12}{'2048 - 1024':>13}")
+for line in dict.fromkeys(k[0] for k in t):
+    per = [(t[line, h, 8] - t[line, h, 1]) / 7 for h in (1024, 2048)]
+    print(f"{line:<26}" + "".join(f"{p:12.2f}" for p in per) + f"{per[1] - per[0]:+13.2f}")
+for h in (1024, 2048):
+    print(f"hidden {h}, 8 layers: graph_pdl / megakernel_marked {t['graph_pdl', h, 8] / t['megakernel_marked', h, 8]:.2f}x")
+
+# %% [markdown]
+# ![both megakernels on their full grid and on 1/2 and 1/4 of it](../figures/block_chain_grid_h100_time.png)
+#
+# Read the first two columns: halving the grid doubles the cost of a layer and quartering it quadruples it.
+# A layer costs what one tile costs from its wait to its release (its inputs from L2, its sums, its
+# stores): the tiles of a layer run side by side only because each has a block of its own, and a block
+# holding two tiles runs them one after the other. So fewer blocks is no fix. The last column is what the
+# width adds: largest for the marked kernel on its full grid, and mostly gone on half of it. On the full
+# grid at hidden 2048 there are twice as many blocks as at 1024 (twice the tiles, each with its block),
+# most of them polling for a later layer on the same SMs as the tiles that compute, and the marked kernel's
+# pollers read the data words themselves, 16 bytes a thread at a time, where the counter megakernel's three
+# threads read one counter each. That fits the data; it is not proven by it (a per-tile timeline would
+# show the computing tile slowed). Not tried here: pollers that wait longer between reads, or a block that
+# starts polling for a later layer only when its turn is near.
 #
 # **When not to write one.** A megakernel owns its scheduling: the table, residency (every block on the
 # GPU at once, or a wait never ends), the memory ordering of every dependency, and a bounded wait with

@@ -32,7 +32,7 @@ def time_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
         ys = [next((_us(r) for r in recs if r.get("line", r["variant"]) == line
                     and (r["size"]["hidden"], r["size"]["layers"]) == s), np.nan) for s in sizes]
         ax.bar(np.arange(len(sizes)) + (k - (len(lines) - 1) / 2) * width, ys, width, label=line)
-    ax.set_xticks(np.arange(len(sizes)), [f"hidden {h}, {l} layers" for h, l in sizes])
+    ax.set_xticks(np.arange(len(sizes)), [f"hidden {h}\n{l} layer{'s' * (l > 1)}" for h, l in sizes])
     ax.set_yscale("log")  # torch's eager path is ~25x the rest: on a linear axis the others are slivers
     ax.set_ylabel("us per pass (steady state, log)")
     ax.legend(fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))

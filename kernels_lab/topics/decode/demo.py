@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from ...demos.common import Column, DemoRun, workload_columns, workload_demo
 from .figures import table
 
-COMMITTED = "decode_h200.json"
+COMMITTED = "decode_h100.json"
 
 # -- the demo ---------------------------------------------------------------------------------------
 

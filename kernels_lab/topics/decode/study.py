@@ -1,6 +1,6 @@
 """Decode's study (`kernels-lab bench decode`): a chain of dense layers, every variant at hidden 1024 / 2048 /
 4096, 8 and 16 layers, batch 1 / 4 / 16, against torch; lesson 07, the demo's committed table and
-figures/decode_h200_*.png quote it.
+figures/decode_h100_*.png quote it.
 
 Lines: the registered variants; at batch 1 the megakernel's other shapes (blocks per SM, 128-thread blocks,
 launch bounds: MEGA_VERSIONS); at hidden 4096, 8 layers, batch 1 (the deficit: the weights at the copy ceiling

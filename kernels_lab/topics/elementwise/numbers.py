@@ -1,5 +1,6 @@
-"""The numbers the README quotes about the elementwise chain: its run at 2^28 (elementwise_h200.json,
-`kernels-lab bench elementwise`; the committed file is an earlier `kernels-lab demo elementwise` run) and the harness's sweep with Nsight Compute (profile_elementwise_h200.json).
+"""The numbers the README quotes about the elementwise chain: its run at 2^28 (elementwise_h100.json,
+`kernels-lab bench elementwise`) and the harness's sweep with Nsight Compute (profile_elementwise_h200.json): two runs,
+on two GPUs, each row and caption naming its own.
 kernels_lab/profile/numbers.py gathers ROWS into the measured table and BLOCKS by name."""
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from typing import Any
 import math
 import statistics
 
-from ...profile.numbers import DATA, load, pow2, records
+from ...profile.numbers import DATA, gpu, load, pow2, records
 from .figures import as_drawn
 
-ELEMENTWISE = "elementwise_h200.json"
+ELEMENTWISE = "elementwise_h100.json"
 
 
 def elementwise(data: Path = DATA) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def sweep_fit(data: Path = DATA) -> dict[str, Any]:
 
 def elementwise_caption(data: Path = DATA) -> str:
     e = elementwise(data)
-    return (f"*`out = alpha * gelu(x + b)` on {e['n']} float32 elements, NVIDIA H200: fusing three kernels cuts "
+    return (f"*`out = alpha * gelu(x + b)` on {e['n']} float32 elements, NVIDIA {gpu(ELEMENTWISE, data)}: fusing three kernels cuts "
             f"the traffic {e['bytes_ratio']:.2f}x and the time {e['time_ratio']:.2f}x; the fused kernel with "
             f"16-byte accesses moves {e['GBs']['fused']:.0f} GB/s, {e['of_ceiling']['fused']:.0%} of the "
             f"{e['ceiling']:.0f} GB/s copy ceiling measured in the same run, where the one-element-per-thread "
@@ -69,13 +70,13 @@ def sweep_caption(data: Path = DATA) -> str:
 def rows(data: Path = DATA) -> list[tuple[str, str]]:
     e, nc, sw = elementwise(data), ncu_vs_plan(data), sweep_fit(data)
     return [
-        ("copy ceiling (the better of driver memcpy and a 16-byte copy kernel, same run)", f"{e['ceiling']:.0f} GB/s"),
-        (f"fused chain, 16-byte accesses / 4-byte accesses / persistent grid-stride ({e['n']} elements)",
+        (f"{gpu(ELEMENTWISE, data)}: copy ceiling (the better of driver memcpy and a 16-byte copy kernel, same run)", f"{e['ceiling']:.0f} GB/s"),
+        (f"{gpu(ELEMENTWISE, data)}: fused chain, 16-byte accesses / 4-byte accesses / persistent grid-stride ({e['n']} elements)",
          " / ".join(f"{e['GBs'][v]:.0f}" for v in ("fused", "fused_naive", "persistent")) + " GB/s"),
-        (f"unfused / fused time, against planned bytes {e['bytes_ratio']:.2f}x", f"{e['time_ratio']:.2f}x"),
-        (f"Nsight Compute DRAM bytes vs plan at {nc['n']} elements (all {nc['variants']} variants)",
+        (f"{gpu(ELEMENTWISE, data)}: unfused / fused time, against planned bytes {e['bytes_ratio']:.2f}x", f"{e['time_ratio']:.2f}x"),
+        (f"{gpu(PROFILE, data)}: Nsight Compute DRAM bytes vs plan at {nc['n']} elements (all {nc['variants']} variants)",
          f"{nc['closest']:+.1%} to {nc['farthest']:+.1%}".replace("+-", "-")),
-        (f"sweep {sw['lo']}..{sw['hi']}, model vs measured median, {sw['points']} points (fitted: kernel "
+        (f"{gpu(PROFILE, data)}: sweep {sw['lo']}..{sw['hi']}, model vs measured median, {sw['points']} points (fitted: kernel "
          f"{sw['kernel_us']:.1f} us, launch {sw['launch_us']:.0f} us, DRAM latency {sw['latency_ns']:.0f} ns)",
          f"all within {sw['within_pct']}%, mean {sw['mean_pct']:.1f}%"),
     ]

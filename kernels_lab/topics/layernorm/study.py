@@ -1,5 +1,5 @@
 """Layernorm's study (`kernels-lab bench layernorm`): every variant at four shapes against torch's
-F.layer_norm, eager and torch.compile'd, beside the copy ceiling; lesson 08 and figures/layernorm_h200_shapes.png
+F.layer_norm, eager and torch.compile'd, beside the copy ceiling; lesson 08 and figures/layernorm_h100_shapes.png
 quote it. Useful bytes: one read and one write of x (8 per element, for every line and anchor: gamma and beta
 are 2 x cols floats, noise at these shapes)."""
 

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from ...demos.common import Column, DemoRun, workload_columns, workload_demo
 
-COMMITTED = "rnn_h200.json"
+COMMITTED = "rnn_h100.json"
 
 
 def per_step(rec: dict[str, Any]) -> dict[str, Any]:

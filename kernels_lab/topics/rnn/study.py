@@ -1,5 +1,5 @@
 """The RNN's study (`kernels-lab bench rnn`): h_t = tanh(W h_{t-1} + u_t), every variant at hidden 1024 and 2048,
-batch 1, 4 and 32, 512 steps, against torch; lesson 05, the demo's committed table and figures/rnn_h200_*.png
+batch 1, 4 and 32, 512 steps, against torch; lesson 05, the demo's committed table and figures/rnn_h100_*.png
 quote it.
 
 Lines: the registered variants (unfused, fused, graph, persistent and its barrier comparison); at batch 4 also

@@ -1,6 +1,6 @@
 """Softmax's study (`kernels-lab bench softmax`): every variant and every numbered version at six shapes
 against torch.softmax and a torch.compile'd softmax, and a sweep of the row width at fixed bytes; lesson 04,
-the demo's committed table and figures/softmax_h200_*.png quote it.
+the demo's committed table and figures/softmax_h100_*.png quote it.
 
 The versions, llm.c dev/cuda style: each registered variant (v1 fused_shared, v2 fused, v8 persistent, v9
 online, v13 unfused, v14 split: NUMBERS) and other layouts of their kernels (v3.., VERSIONS), each saying what
