@@ -5,14 +5,15 @@ well-formed, and each exercise's solution graded at full marks.
 The parameters come from the registry: a new workload module is tested without editing this file.
 """
 
-import numpy as np
+from contextlib import nullcontext
+
 import pytest
 
 from kernels_lab import all_workloads
-from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.checks import check_variant
 from kernels_lab.core import Size, SizeError
 from kernels_lab.grading.exercises import FROM_FILES
+from kernels_lab.instrument.trace import per_array, tracing
 from kernels_lab.runtime import ON_SIMULATOR
 
 WORKLOADS = all_workloads()
@@ -25,35 +26,35 @@ def _runnable(w, variant):
     return [s for s in w.test_sizes() if w.variant(variant).why_not(s) is None]
 
 
+TRACED_SIZES = 2  # the first sizes each variant's traced bytes are held to its plan at (on the simulator)
+
+
 @pytest.mark.parametrize("workload,variant", VARIANTS)
-def test_every_variant_matches_the_float64_reference_at_odd_sizes(workload, variant):
+def test_every_variant_matches_the_float64_reference_and_moves_its_planned_bytes(workload, variant):
+    """Each variant against float64 at every odd test size, into poisoned outputs; on the simulator the first
+    TRACED_SIZES of those runs are traced, and the global bytes each kernel really moved must equal its plan
+    (the check that keeps plans honest). One simulation per size serves both checks."""
     w = WORKLOADS[workload]
     sizes = _runnable(w, variant)
     if variant == "cluster" and ON_SIMULATOR:  # its largest test size is 8-block clusters a row, 1-2 min of
         sizes = sizes[:-1]                      # simulated threads: tests/test_clusters.py runs those layouts
     assert sizes, f"{workload}/{variant} runs none of the workload's test sizes"
     for k, size in enumerate(sizes):
-        result = check_variant(w, w.variant(variant), size, seed=1000 + k)
+        traced = ON_SIMULATOR and k < TRACED_SIZES
+        with tracing() if traced else nullcontext() as trace:
+            result = check_variant(w, w.variant(variant), size, seed=1000 + k)
         assert result.ok, result.explain()
+        if traced:
+            _assert_traffic_is_the_plan(trace, w.variant(variant), size)
 
 
-@pytest.mark.skipif(not ON_SIMULATOR, reason="tracing needs the simulator")
-@pytest.mark.parametrize("workload,variant", VARIANTS)
-def test_traced_bytes_equal_the_plan(workload, variant):
-    # The check that keeps plans honest: every byte a plan declares, the kernels really move.
-    from kernels_lab.instrument.trace import per_array, tracing
-    w = WORKLOADS[workload]
-    v = w.variant(variant)
-    for size in _runnable(w, variant)[:2]:
-        launch = v.bind(to_device(w.make_inputs(size, np.random.default_rng(7))), poisoned(w.output_specs(size)))
-        with tracing() as trace:
-            launch()
-        plan = v.plan(size)
-        assert len(trace.launches) == plan.n_launches, f"{variant} at {size}"
-        for traced, planned in zip(trace.launches, plan.launches):
-            assert traced.kernel == planned.kernel
-            assert (traced.bytes_read, traced.bytes_written) == (planned.bytes_read, planned.bytes_written), \
-                f"{variant} at {size}, {planned.kernel}: traced {per_array(trace)}"
+def _assert_traffic_is_the_plan(trace, v, size) -> None:
+    plan = v.plan(size)
+    assert len(trace.launches) == plan.n_launches, f"{v.name} at {size}"
+    for traced, planned in zip(trace.launches, plan.launches):
+        assert traced.kernel == planned.kernel
+        assert (traced.bytes_read, traced.bytes_written) == (planned.bytes_read, planned.bytes_written), \
+            f"{v.name} at {size}, {planned.kernel}: traced {per_array(trace)}"
 
 
 @pytest.mark.parametrize("workload", sorted(WORKLOADS))
