@@ -109,8 +109,9 @@ def test_timed_path_records(clocks, tmp_path):
 
 
 def test_wrong_after_timing_and_wrong_anchor_are_reported(clocks, tmp_path):
+    # the lines asserted on (the other registered ones take this path in test_timed_path_records, same size)
     size = LN.workload.size(rows=9, cols=67)
-    s = dataclasses.replace(LN, groups=(Group("shapes", (size,)),), rows_axis=None,
+    s = dataclasses.replace(LN, groups=(Group("shapes", (size,), lines=("fused", "v2", "numpy")),), rows_axis=None,
                             check_size=lambda z: z.replace(rows=3),
                             versions=(version("v2", _wrong_when_large(LN.workload.variant("fused")), "drifts"),),
                             anchors=(_numpy_anchor(corrupt=True),))
@@ -127,8 +128,8 @@ def test_a_wrong_line_is_not_timed(clocks, tmp_path):
 
     def bind(inputs, outputs, stream=0):
         return lambda: None  # writes nothing: the poison stays
-    s = dataclasses.replace(LN, groups=(Group("shapes", (LN.workload.size(rows=4, cols=67),)),), anchors=(),
-                            check_size=None,
+    s = dataclasses.replace(LN, groups=(Group("shapes", (LN.workload.size(rows=4, cols=67),), lines=("fused", "v9")),),
+                            anchors=(), check_size=None,
                             versions=(version("v9", dataclasses.replace(base, name="lazy", bind=bind), "no-op"),))
     run = run_study(s, tmp_path / "ln.json", command="test", say=lambda _: None)
     lazy = next(r for r in run.records if r["line"] == "v9")
@@ -175,8 +176,12 @@ def test_bench_lists_every_study_and_fixed_measurement(capsys):
     assert set(STUDIES) | {"launch", "consumer", "pdl"} <= listed
 
 
-def test_bench_runs_a_study_here_and_says_what_it_skipped(tmp_path, capsys):
+def test_bench_runs_a_study_here_and_says_what_it_skipped(tmp_path, capsys, monkeypatch):
+    """`bench` on the simulator: the study at its check sizes, untimed (here one small check size: layernorm's
+    own check sizes run in test_every_line_checked_at_the_check_sizes)."""
     from kernels_lab.cli import main
+    monkeypatch.setattr(st, "studies", lambda: {"layernorm": dataclasses.replace(
+        LN, check_sizes=(LN.workload.size(rows=2, cols=67),))})
     out = tmp_path / "ln.json"
     assert main(["bench", "layernorm", "--json", str(out), "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
