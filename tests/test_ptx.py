@@ -23,8 +23,10 @@ import json
 import marshal
 import os
 import pickle
+import select
 import subprocess
 import sys
+import time
 import types as pytypes
 from pathlib import Path
 
@@ -44,7 +46,7 @@ pytestmark = [
 ]
 
 CHILD = r"""
-import json, marshal, pickle, sys, types
+import json, marshal, os, pickle, sys, types
 from importlib import import_module
 from kernels_lab.capabilities import compile_ptx
 from kernels_lab.runtime import cuda
@@ -68,17 +70,24 @@ def rebuild(d):
         device_functions[key] = cuda.jit(device=True, fastmath=d["fastmath"])(function(d))
     return device_functions[key]
 
-jobs = pickle.load(open(sys.argv[1], "rb"))
-failed, compiled = [], 0
-for cc in (tuple(int(x) for x in a.split(".")) for a in sys.argv[2:]):
-    for job in jobs:
-        try:
-            compile_ptx(rebuild(job["fn"]), job["sig"], cc, fastmath=job["fn"]["fastmath"])
-            compiled += 1
-        except Exception as e:
-            failed.append({"kernel": f"sm_{cc[0]}{cc[1]}: {job['where']}",
-                           "error": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[-1]}"})
-print(json.dumps({"compiled": compiled, "failed": failed}))
+def compile_all(path, ccs):
+    jobs = pickle.load(open(path, "rb"))
+    failed, compiled = [], 0
+    for cc in (tuple(int(x) for x in a.split(".")) for a in ccs):
+        for job in jobs:
+            try:
+                compile_ptx(rebuild(job["fn"]), job["sig"], cc, fastmath=job["fn"]["fastmath"])
+                compiled += 1
+            except Exception as e:
+                failed.append({"kernel": f"sm_{cc[0]}{cc[1]}: {job['where']}",
+                               "error": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[-1]}"})
+    return {"compiled": compiled, "failed": failed}
+
+answers, sys.stdout = sys.stdout, sys.stderr  # anything else printed goes to stderr
+for request in sys.stdin:  # one line per workload: its jobs' file, then the ccs; one marked JSON line back
+    path, *ccs = request.split()
+    print("REPORT", json.dumps(compile_all(path, ccs)), file=answers, flush=True)
+os._exit(0)  # stdin closed: done (skips a 2 s interpreter teardown of numba's objects)
 """
 
 
@@ -131,23 +140,72 @@ def collect(w) -> list[dict]:
     return list(jobs.values())
 
 
+COMPILE_LIMIT_S = 900  # one workload's kernels, both ccs
+
+
+class Compiler:
+    """The compiling child on the PTX back-end, one per test process (each xdist worker starts its own): the
+    workloads' tests hand it their jobs in turn, so numba and NVVM start once, not once a workload. A device
+    function is compiled once per process (see the module's docstring): a later workload's sm_90 kernels
+    link one lowered for sm_75, as its own sm_75 kernels do."""
+
+    def __init__(self, tmp: Path):
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        env["KERNELS_LAB_BACKEND"] = "ptx"
+        self.stderr = tmp / "stderr.txt"
+        with open(self.stderr, "w") as err:
+            self.child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=err, env=env, cwd=ROOT)
+        self.unread = b""  # the child's output after its last line read
+
+    def compile(self, jobs_file: Path, ccs: list[str]) -> dict:
+        assert self.child.poll() is None, f"the compiling child ended earlier: {self.detail()}"
+        self.child.stdin.write((" ".join([str(jobs_file), *ccs]) + "\n").encode())
+        self.child.stdin.flush()
+        deadline, out = time.monotonic() + COMPILE_LIMIT_S, self.child.stdout.fileno()
+        while True:
+            *lines, self.unread = self.unread.split(b"\n")
+            report = next((x for x in lines if x.startswith(b"REPORT ")), None)
+            if report is not None:
+                return json.loads(report.removeprefix(b"REPORT "))
+            if not select.select([out], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                self.child.kill()
+                pytest.fail(f"the compiling child took more than {COMPILE_LIMIT_S} s: {self.detail()}")
+            chunk = os.read(out, 1 << 16)
+            assert chunk, f"the compiling child failed: {self.detail()}"  # it ended: end of file
+            self.unread += chunk
+
+    def detail(self) -> str:
+        return self.stderr.read_text().strip()[-2000:]
+
+    def close(self) -> None:
+        self.child.stdin.close()
+        try:
+            self.child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.child.kill()
+            self.child.wait()
+
+
+@pytest.fixture(scope="module")
+def compiler(tmp_path_factory):
+    c = Compiler(tmp_path_factory.mktemp("ptx_child"))
+    yield c
+    c.close()
+
+
 @pytest.mark.parametrize("name", sorted(all_workloads()))
-def test_every_kernel_compiles_for_sm75_and_sm90(name, tmp_path):
+def test_every_kernel_compiles_for_sm75_and_sm90(name, compiler, tmp_path):
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the simulator's PDL fallback warns
         jobs = collect(all_workloads()[name])
     assert jobs, f"{name}: no kernel launched"
     (tmp_path / "jobs.pkl").write_bytes(pickle.dumps(jobs))
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["KERNELS_LAB_BACKEND"] = "ptx"
     # the oldest and the newest (lowest first: see the module's docstring); sm_80 between them adds no
     # instruction the kernels use that sm_75 lacks and sm_90 has not checked, and a third of the time
     ccs = [f"{a}.{b}" for a, b in (min(capabilities.STUDENT_CCS), max(capabilities.STUDENT_CCS))]
-    out = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "jobs.pkl"), *ccs], capture_output=True,
-                         text=True, env=env, cwd=ROOT, timeout=900)
-    assert out.returncode == 0, f"the compiling child failed: {out.stderr.strip()[-2000:]}"
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = compiler.compile(tmp_path / "jobs.pkl", ccs)
     assert report["compiled"] + len(report["failed"]) == len(jobs) * len(ccs)
     assert not report["failed"], "\n".join(f"{f['kernel']}: {f['error']}" for f in report["failed"])
 
