@@ -614,17 +614,17 @@ for name in ("ncu_softmax_cluster_2048x32768_h100.csv", "ncu_softmax_cluster_512
     for r in csv.DictReader(rows_):
         if "ncu_variant_marker" not in r["Kernel Name"]:  # the markers between variants are not softmax
             kernels.setdefault(r["Kernel Name"].split("[")[0], {})[r["Metric Name"]] = r["Metric Value"]
-    print(name.split("_")[3])
+    print(name.split("_")[3].replace("x", " x "))
     for kernel, m in kernels.items():
-        print(f"  {kernel:<34} DRAM {m['DRAM Throughput']:>6}% of peak | {m['Registers Per Thread']} registers x "
-              f"{m['Block Size']} threads, " + (f"cluster of {m['Cluster Size']}" if m["Cluster Size"] != "0" else "no cluster")
-              + f" | occupancy {m['Achieved Occupancy']}% "
-              f"(at most {m['Theoretical Occupancy']}%: {m['Block Limit Registers']} blocks an SM by registers)")
+        cluster = f"a cluster of {m['Cluster Size']}" if m["Cluster Size"] != "0" else "no cluster"
+        print(f"  {kernel.split('::')[-1]}: {m['Registers Per Thread']} registers x {m['Block Size']} threads, "
+              f"{cluster}\n      DRAM {m['DRAM Throughput']}% of peak; occupancy {m['Achieved Occupancy']}% of a possible "
+              f"{m['Theoretical Occupancy']}% (registers: {m['Block Limit Registers']} blocks an SM)")
 
 # %% [markdown]
 # Read it with lesson 01's Little's law: a kernel that streams needs enough bytes in flight per SM. Both
-# kernels hold their slice of the row in registers, so registers cap them at half the warps an SM can hold
-# (Nsight's occupancy rule names registers as the limiter), and both leave DRAM equally short of busy:
+# kernels hold their slice of the row in registers, so registers cap them at half the warps an SM can hold or
+# fewer (Nsight's occupancy rule names registers as the limiter), and both leave DRAM equally short of busy:
 # exchanging the partial (max, sum) through DSMEM instead of global memory did not change that, because the
 # exchange is not what limits them. What would: the same bytes in flight with fewer registers a thread, e.g.
 # the slice staged in shared memory by bulk asynchronous copies (TMA, as QuACK does on Hopper): from Numba a

@@ -529,10 +529,10 @@ grid = lessons.committed("block_chain_grid_h100.json")
 t = {(r["line"], r["size"]["hidden"], r["size"]["layers"]): r["us_per_pass"] for r in grid["records"]
      if r.get("us_per_pass")}
 print(grid["meta"]["device"])
-print(f"{'us per layer':<26}{'hidden 1024':>12}{'hidden 2048':>12}{'2048 - 1024':>13}")
+print(f"{'us per layer, hidden':<25}{'1024':>7}{'2048':>7}{'2048 - 1024':>13}")
 for line in dict.fromkeys(k[0] for k in t):
     per = [(t[line, h, 8] - t[line, h, 1]) / 7 for h in (1024, 2048)]
-    print(f"{line:<26}" + "".join(f"{p:12.2f}" for p in per) + f"{per[1] - per[0]:+13.2f}")
+    print(f"{line:<25}" + "".join(f"{p:7.2f}" for p in per) + f"{per[1] - per[0]:+13.2f}")
 for h in (1024, 2048):
     print(f"hidden {h}, 8 layers: graph_pdl / megakernel_marked {t['graph_pdl', h, 8] / t['megakernel_marked', h, 8]:.2f}x")
 
