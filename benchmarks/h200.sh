@@ -3,7 +3,7 @@
 # Steps: env tests demo ncu profile ladder consumer polls pdl pdl-window decode timeline demos notebooks grade grade-lessons
 #        probe render, and a topic's study by its name: elementwise layernorm softmax rnn block_chain, and decode
 #        after its GPU tests (kernels-lab bench NAME; `kernels-lab bench --list` names every study)
-# (render needs no GPU: after copying $OUT's results into figures/data/ as NAME_h200.json, it redraws
+# (render needs no GPU: after copying $OUT's results into figures/data/ as NAME_<gpu>.json (h200, h100: the GPU its meta names), it redraws
 #  every figure in figures/ and rewrites the README's numbers from them)
 set -u
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 KERNELS_LAB_BACKEND=gpu
