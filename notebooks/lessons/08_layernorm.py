@@ -155,8 +155,22 @@ for (rows, cols), got in shapes.items():
 #
 # `cluster` spreads each row over a thread-block cluster that meets in distributed shared memory (lesson
 # 04's layout for long rows). At these widths, which one block holds, it is the slowest line at every shape,
-# behind even `unfused`: it is meant for rows one block cannot hold (past `MAX_COLS` in `kernels_lab/topics/layernorm/workload.py`), and this study does
-# not time such rows.
+# behind even `unfused`. It is meant for rows one block cannot hold (past `MAX_COLS` in
+# `kernels_lab/topics/layernorm/workload.py`); the study's `long` group times those rows from its next run on.
+# An earlier run on an H200 (`kernels_lab/topics/softmax/cluster_recheck.py`) timed them, 256 MiB of x each:
+
+# %%
+recheck = lessons.committed("softmax_cluster_recheck_h200.json")
+print(recheck["meta"]["device"])
+for r in recheck["records"]:
+    if r["workload"] == "layernorm":
+        print(f"{r['rows']:>5} x {r['cols']:<7}{r['version']:<19}{r['GBs']:6.0f} GB/s = {r['of_ceiling']:4.0%} of the "
+              f"copy ceiling, {r['vs_torch']:.2f}x torch's layer_norm")
+
+# %% [markdown]
+# There too the cluster kernel is behind `unfused` and far from the ceiling, where lesson 04's cluster softmax,
+# the same layouts with one statistic less, reaches far more of it. Why is not measured yet (its profile is
+# the next step): so far the cluster layernorm does not do what it is for.
 #
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,

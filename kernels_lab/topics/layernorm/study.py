@@ -1,5 +1,6 @@
 """Layernorm's study (`kernels-lab bench layernorm`): every variant at four shapes against torch's
-F.layer_norm, eager and torch.compile'd, beside the copy ceiling; lesson 08 and figures/layernorm_h100_shapes.png
+F.layer_norm, eager and torch.compile'd, beside the copy ceiling, and (group `long`) the rows past fused's
+MAX_COLS, where only `unfused` and `cluster` run; lesson 08 and figures/layernorm_h100_shapes.png
 quote it. Useful bytes: one read and one write of x (8 per element, for every line and anchor: gamma and beta
 are 2 x cols floats, noise at these shapes)."""
 
@@ -10,6 +11,9 @@ from ...profile.study import Group, Study
 from .workload import EPS, WORKLOAD as W
 
 SHAPES = tuple(W.size(rows=r, cols=c) for r, c in ((65536, 1024), (16384, 4096), (8192, 8192), (16384, 1000)))
+# rows one block cannot hold (past fused's MAX_COLS): where `cluster` is meant to pay; 256 MiB of x each
+LONG = tuple(W.size(rows=r, cols=c) for r, c in ((2048, 32768), (1024, 65536), (512, 131072)))
+LONG_LINES = ("unfused", "cluster", "torch.layer_norm", "torch.compile")
 CHECK_ROWS = 67  # odd: a row-per-warp layout's last block is partly idle
 
 
@@ -19,7 +23,7 @@ def _layer_norm(torch, t, size):
 
 STUDY = Study(
     W,
-    groups=(Group("shapes", SHAPES),),
+    groups=(Group("shapes", SHAPES), Group("long", LONG, lines=LONG_LINES)),
     useful_bytes=lambda size: 8 * size.elements,
     check_size=lambda size: size.replace(rows=CHECK_ROWS),
     check_sizes=(W.size(rows=5, cols=67), W.size(rows=3, cols=516)),
@@ -27,5 +31,6 @@ STUDY = Study(
              torch_anchor("torch.compile", "F.layer_norm through torch.compile", _layer_norm, compiled=True)),
     rows_axis="rows",
     reps=20,
-    about="unfused, fused and persistent at four shapes against torch",
+    about="unfused, fused, persistent and cluster at four shapes, and the long rows only cluster and unfused hold, "
+          "against torch",
 )
