@@ -170,7 +170,10 @@ for r in recheck["records"]:
 # %% [markdown]
 # There too the cluster kernel is behind `unfused` and far from the ceiling, where lesson 04's cluster softmax,
 # the same layouts with one statistic less, reaches far more of it. Why is not measured yet (its profile is
-# the next step): so far the cluster layernorm does not do what it is for.
+# the next step): so far the cluster layernorm does not do what it is for. One difference from softmax's
+# kernel is in plain sight: it stores one float at a time and loads gamma and beta one float at a time. The
+# study's `v2` stores and loads 16 bytes at a time, at a price in registers that ptxas already shows; the next
+# run times it beside `cluster` (`kernels-lab bench layernorm`).
 #
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,
