@@ -65,12 +65,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...backend import BACKEND
 from ...intrinsics import (float_bits, globaltimer, load4, load4_relaxed_sys, load_acquire_sys, load_marked2_sys,
                           poll_relaxed_sys)
 from ...reduce import block_sum
 from ...runtime import cuda
 
-BLOCK = 256
+BLOCK = BACKEND.size(gpu=256, simulator=32)  # the simulator's barriers cost per thread: a warp there
 EXIT_RUNNING, EXIT_STOPPED, EXIT_IDLE_BUDGET = 0, 2, 3
 _WORK, _STOP, _IDLE, _HOT, _COLD = 1, 2, 3, 4, 5
 PROTOCOLS = ("ll", "seq", "seq-relaxed")
