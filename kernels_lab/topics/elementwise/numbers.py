@@ -1,6 +1,6 @@
 """The numbers the README quotes about the elementwise chain: its run at 2^28 (elementwise_h100.json,
-`kernels-lab bench elementwise`) and the harness's sweep with Nsight Compute (profile_elementwise_h200.json): two runs,
-on two GPUs, each row and caption naming its own.
+`kernels-lab bench elementwise`) and the harness's sweep with Nsight Compute (profile_elementwise_h200.json):
+two runs, on two GPUs, each row and caption naming its own.
 kernels_lab/profile/numbers.py gathers ROWS into the measured table and BLOCKS by name."""
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ def sweep_fit(data: Path = DATA) -> dict[str, Any]:
 
 def elementwise_caption(data: Path = DATA) -> str:
     e = elementwise(data)
-    return (f"*`out = alpha * gelu(x + b)` on {e['n']} float32 elements, NVIDIA {gpu(ELEMENTWISE, data)}: fusing three kernels cuts "
-            f"the traffic {e['bytes_ratio']:.2f}x and the time {e['time_ratio']:.2f}x; the fused kernel with "
-            f"16-byte accesses moves {e['GBs']['fused']:.0f} GB/s, {e['of_ceiling']['fused']:.0%} of the "
+    return (f"*`out = alpha * gelu(x + b)` on {e['n']} float32 elements, NVIDIA {gpu(ELEMENTWISE, data)}: "
+            f"fusing three kernels cuts the traffic {e['bytes_ratio']:.2f}x and the time {e['time_ratio']:.2f}x; "
+            f"the fused kernel with 16-byte accesses moves {e['GBs']['fused']:.0f} GB/s, {e['of_ceiling']['fused']:.0%} of the "
             f"{e['ceiling']:.0f} GB/s copy ceiling measured in the same run, where the one-element-per-thread "
             f"version reaches {e['of_ceiling']['fused_naive']:.0%} (`figures/data/{ELEMENTWISE}`).*")
 
@@ -69,14 +69,16 @@ def sweep_caption(data: Path = DATA) -> str:
 
 def rows(data: Path = DATA) -> list[tuple[str, str]]:
     e, nc, sw = elementwise(data), ncu_vs_plan(data), sweep_fit(data)
+    run, swept = gpu(ELEMENTWISE, data), gpu(PROFILE, data)  # two runs on two GPUs: each row names its own
     return [
-        (f"{gpu(ELEMENTWISE, data)}: copy ceiling (the better of driver memcpy and a 16-byte copy kernel, same run)", f"{e['ceiling']:.0f} GB/s"),
-        (f"{gpu(ELEMENTWISE, data)}: fused chain, 16-byte accesses / 4-byte accesses / persistent grid-stride ({e['n']} elements)",
+        (f"{run}: copy ceiling (the better of driver memcpy and a 16-byte copy kernel, same run)",
+         f"{e['ceiling']:.0f} GB/s"),
+        (f"{run}: fused chain, 16-byte accesses / 4-byte accesses / persistent grid-stride ({e['n']} elements)",
          " / ".join(f"{e['GBs'][v]:.0f}" for v in ("fused", "fused_naive", "persistent")) + " GB/s"),
-        (f"{gpu(ELEMENTWISE, data)}: unfused / fused time, against planned bytes {e['bytes_ratio']:.2f}x", f"{e['time_ratio']:.2f}x"),
-        (f"{gpu(PROFILE, data)}: Nsight Compute DRAM bytes vs plan at {nc['n']} elements (all {nc['variants']} variants)",
+        (f"{run}: unfused / fused time, against planned bytes {e['bytes_ratio']:.2f}x", f"{e['time_ratio']:.2f}x"),
+        (f"{swept}: Nsight Compute DRAM bytes vs plan at {nc['n']} elements (all {nc['variants']} variants)",
          f"{nc['closest']:+.1%} to {nc['farthest']:+.1%}".replace("+-", "-")),
-        (f"{gpu(PROFILE, data)}: sweep {sw['lo']}..{sw['hi']}, model vs measured median, {sw['points']} points (fitted: kernel "
+        (f"{swept}: sweep {sw['lo']}..{sw['hi']}, model vs measured median, {sw['points']} points (fitted: kernel "
          f"{sw['kernel_us']:.1f} us, launch {sw['launch_us']:.0f} us, DRAM latency {sw['latency_ns']:.0f} ns)",
          f"all within {sw['within_pct']}%, mean {sw['mean_pct']:.1f}%"),
     ]

@@ -681,8 +681,8 @@ def persistent_variant(name: str, barrier: str, tiling: Tiling | None = None, ab
 
 
 # Which barrier the plain "persistent" variant uses: the one its study (`kernels-lab bench rnn`) measured faster
-# on the H200 (figures/data/rnn_h100.json: the flag barrier at batch 1 and 4, both hidden sizes; grid.sync
-# only at hidden 2048, batch 32). The other stays as a labelled comparison (persistent_gridsync here).
+# on an H200 and again on an H100 (figures/data/rnn_h100.json: the flag barrier at batch 1 and 4, both hidden
+# sizes; grid.sync only at hidden 2048, batch 32). The other stays as a labelled comparison (persistent_gridsync here).
 PERSISTENT_BARRIER = "flag"
 
 WORKLOAD = register(Workload(
