@@ -2,7 +2,7 @@
 
     ncu --clock-control none --csv --print-units base \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
-        python -m kernels_lab.instrument.ncu WORKLOAD N VARIANT...
+        python -m kernels_lab.instrument.ncu WORKLOAD N VARIANT...   (a variant, or a line of its study: v2)
 
 The child (this module's __main__) runs each variant once, bracketed by marker kernels, so
 the parent can tell which launches belong to which variant. numba's mangled kernel names are
@@ -116,6 +116,19 @@ def measure(workload: str, size: Size, variants: list[str], timeout_s: float = 3
     return split_by_variant(parse_csv(proc.stdout), variants)
 
 
+def _variant(workload, name: str):
+    """A registered variant, or a numbered version of the workload's study (layernorm's v2): the child is a
+    program of its own, so it may ask the harness above it."""
+    if name in workload.variants:
+        return workload.variant(name)
+    from ..profile.study import studies
+    study = studies().get(workload.name)
+    lines = {line.name: line.variant for line in study.lines()} if study is not None else {}
+    if name not in lines:
+        raise SystemExit(f"{workload.name} has no variant or study line {name!r}; lines: {sorted(lines)}")
+    return lines[name]
+
+
 def _child(argv: list[str]) -> int:
     import numpy as np
 
@@ -132,7 +145,7 @@ def _child(argv: list[str]) -> int:
     inputs = to_device(workload.make_inputs(size, np.random.default_rng(0)))
     flag = cuda.device_array(1, np.int32)
     for name in argv[2:]:
-        launch = workload.variant(name).bind(inputs, poisoned(workload.output_specs(size)))
+        launch = _variant(workload, name).bind(inputs, poisoned(workload.output_specs(size)))
         ncu_variant_marker[1, 1](flag)
         launch()
         cuda.synchronize()

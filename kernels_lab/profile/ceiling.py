@@ -1,9 +1,12 @@
-"""The copy ceiling: the best device-to-device copy bandwidth, measured in the same run.
+"""The copy ceiling: the best device-to-device copy bandwidth, measured in the same run; and the read ceiling,
+for the problems that only read (cross-entropy: x in, a float per row out).
 
-Bytes counted are read + written. Two candidates, the best one wins:
+Copy: bytes counted are read + written. Two candidates, the best one wins:
   - the driver's memcpy (numba's DeviceNDArray.copy_to_device);
   - a copy kernel with 16-byte accesses, one vector a thread, as the fused kernels load and store.
 A ceiling far below ~4.1 TB/s on an H200 means neither copy was a good one.
+Read: bytes counted are read only; a kernel that sums 16-byte vectors and writes nothing (its one store hides
+behind a comparison no sum meets, so the compiler keeps the loads): one vector a thread, or four.
 """
 
 from __future__ import annotations
@@ -30,6 +33,31 @@ def copy_kernel(src, dst):
             dst[i] = src[i]
 
 
+@cuda.jit
+def read_kernel(src, never, out):
+    """One 16-byte vector a thread, summed; out[0] is written only if the sum is `never` (it is not)."""
+    v = cuda.grid(1)
+    if v < src.size >> 2:
+        a0, a1, a2, a3 = load4(src, v)
+        s = (a0 + a1) + (a2 + a3)
+        if s == never:
+            out[0] = s
+
+
+@cuda.jit
+def read4_kernel(src, never, out):
+    """Four vectors a thread, a grid apart (64 bytes in flight a thread), summed; out as read_kernel's."""
+    t, stride = cuda.grid(1), cuda.gridsize(1)
+    s = np.float32(0)
+    for k in range(4):
+        v = t + k * stride
+        if v < src.size >> 2:
+            a0, a1, a2, a3 = load4(src, v)
+            s += (a0 + a1) + (a2 + a3)
+    if s == never:
+        out[0] = s
+
+
 @dataclass(frozen=True)
 class Ceiling:
     GBs: float
@@ -49,5 +77,25 @@ def measure_copy_ceiling(n: int = 1 << 28, reps: int = 20) -> Ceiling:
     if not np.array_equal(dst.copy_to_host(), src.copy_to_host()):
         raise RuntimeError("copy ceiling: the copy is wrong")
     gbs = {name: 2 * 4 * n / (t.median_ms * 1e-3) / 1e9 for name, t in zip(candidates, timings)}
+    best = max(gbs, key=gbs.get)
+    return Ceiling(gbs[best], best, gbs)
+
+
+def measure_read_ceiling(n: int = 1 << 28, reps: int = 20) -> Ceiling:
+    """The best rate at which a kernel reads n floats (n a multiple of 4), bytes read only."""
+    if n % 4:
+        raise ValueError(f"the read ceiling reads whole 16-byte vectors: n = {n} is not a multiple of 4")
+    src = cuda.to_device(np.random.default_rng(0).standard_normal(n, dtype=np.float32))
+    out = cuda.to_device(np.zeros(1, np.float32))
+    never = np.float32(np.finfo(np.float32).max)
+    one, four = (n // 4 + BLOCK - 1) // BLOCK, (n // 16 + BLOCK - 1) // BLOCK
+    candidates = {
+        "read kernel (one 16-byte vector a thread)": lambda: read_kernel[one, BLOCK](src, never, out),
+        "read kernel (four 16-byte vectors a thread)": lambda: read4_kernel[four, BLOCK](src, never, out),
+    }
+    timings = time_launchers(list(candidates.values()), reps=reps)
+    if out.copy_to_host()[0] != 0:
+        raise RuntimeError("read ceiling: a sum met the impossible value; the kernel is wrong")
+    gbs = {name: 4 * n / (t.median_ms * 1e-3) / 1e9 for name, t in zip(candidates, timings)}
     best = max(gbs, key=gbs.get)
     return Ceiling(gbs[best], best, gbs)

@@ -29,7 +29,9 @@ One record schema (results v1, kind "study"):
     checked (True / False / None: not checked), problem, max_rel_err,
     time_ms, time_ms_q1, time_ms_q3 (one-pass latency, cold L2), time_ms_steady, host_us_per_launch,
     GBs_model = bytes_model / time_ms, GBs_useful = bytes_useful / time_ms, GBs_weight = bytes_weight / time_ms,
-    of_ceiling = GBs_useful / the copy ceiling, vs_anchor = the first anchor's time / this line's (same size),
+    of_ceiling = GBs_useful / the study's ceiling (the copy ceiling; the read ceiling where the study says
+    ceiling="read": problems that read x and write next to nothing, as cross-entropy),
+    vs_anchor = the first anchor's time / this line's (same size),
     and whatever the line's `describe(size)` and the study's `derive(record)` add (a layout, us per step).
 """
 
@@ -51,7 +53,7 @@ from ..instrument.launch_hook import count_launches
 from ..instrument.timing import time_launchers, time_steady, why_untimed
 from ..runtime import cuda
 from . import results
-from .ceiling import measure_copy_ceiling
+from .ceiling import measure_copy_ceiling, measure_read_ceiling
 
 SCHEMA_KIND = "study"
 WINDOW = 8      # rows per window in the re-check after timing
@@ -144,6 +146,8 @@ class Study:
     describe(line, size) more fields for every line's records (a registered variant's layout at this size)
     derive(record)      more fields from a finished record (us per step, TFLOP/s)
     meta()              more fields for the results file's meta
+    ceiling             what of_ceiling divides by: "copy" (bytes read + written) or "read" (bytes read; the
+                        meta then holds both, read_ceiling_GBs beside ceiling_GBs)
     """
 
     workload: Workload
@@ -161,6 +165,7 @@ class Study:
     describe: Callable[[Line, Size], dict[str, Any]] | None = None
     derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     meta: Callable[[], dict[str, Any]] | None = None
+    ceiling: str = "copy"
     about: str = ""
 
     @property
@@ -187,6 +192,8 @@ class Study:
                 raise StudyError(f"study {self.name}, group {g.name}: no sizes")
         if not self.check_sizes:
             raise StudyError(f"study {self.name}: no check sizes")
+        if self.ceiling not in ("copy", "read"):
+            raise StudyError(f"study {self.name}: ceiling {self.ceiling!r} is neither 'copy' nor 'read'")
 
 
 # -- checks ---------------------------------------------------------------------------------------
@@ -442,19 +449,25 @@ def run_study(study: Study, json_path: str | Path, *, command: str, reps: int | 
     records: list[dict[str, Any]] = []
     ceiling = None
     ceiling_candidates = None
+    ceilings: dict[str, Any] = {"of_ceiling": study.ceiling}
     if not skipped:
         c = measure_copy_ceiling()
         ceiling, ceiling_candidates = c.GBs, c.candidates
         say(f"copy ceiling {ceiling:.0f} GB/s ({c.best})")
+        if study.ceiling == "read":
+            r = measure_read_ceiling()
+            ceilings.update(read_ceiling_GBs=r.GBs, read_ceiling_candidates=r.candidates)
+            say(f"read ceiling {r.GBs:.0f} GB/s ({r.best})")
     else:
         say(f"{study.name}: check sizes only; " + "; ".join(f"{k} skipped: {v}" for k, v in skipped.items()
                                                            if k == "timing"))
+    of = ceilings.get("read_ceiling_GBs", ceiling)
 
     def save() -> Path:
         extra = study.meta() if study.meta is not None else {}
         meta = results.make_meta(command, ceiling, ceiling_candidates=ceiling_candidates, study=study.name,
                                  reps=reps or study.reps, gbs=GBS_MEANING, skipped=skipped, problems=problems,
-                                 seconds=round(time.monotonic() - t0, 1), **extra)
+                                 seconds=round(time.monotonic() - t0, 1), **ceilings, **extra)
         return results.dump(meta, records, json_path)
 
     if skipped:
@@ -468,7 +481,7 @@ def run_study(study: Study, json_path: str | Path, *, command: str, reps: int | 
         for size in group.sizes:
             say(f"{study.name} {group.name} {size} ({time.monotonic() - t0:.0f} s)")
             records += measure_size(study, group, size, reps=group.reps or reps or study.reps, seed=seed,
-                                    ceiling=ceiling, problems=problems, say=say)
+                                    ceiling=of, problems=problems, say=say)
             path = save()
     if ncu:
         if (why := attach_ncu(study, records)) is not None:
@@ -513,10 +526,11 @@ def as_before(doc: dict[str, Any], gbs: str = "GBs_useful") -> dict[str, Any]:
 # -- what `kernels-lab bench` lists ----------------------------------------------------------------
 
 def studies() -> dict[str, Study]:
-    """Every topic's STUDY (topics/NAME/study.py), by workload name, in the topics' order."""
+    """Every topic's STUDY (topics/NAME/study.py), by workload name, in the topics' order; a topic with several
+    workloads lists their studies as STUDIES (softmax: softmax's and cross-entropy's)."""
     from .. import topics
     topics.load()  # the workloads first, in the topics' order, as every command finds them
-    return {m.STUDY.name: m.STUDY for m in topics.modules("study")}
+    return {s.name: s for m in topics.modules("study") for s in getattr(m, "STUDIES", (m.STUDY,))}
 
 
 def table(records: Iterable[dict[str, Any]]) -> str:

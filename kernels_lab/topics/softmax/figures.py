@@ -9,7 +9,9 @@ benchmarks/render_figures.py find them in FIGURES.
                         on chip, and (the band along the bottom) which registered variant is fastest at each width
   STEM_clusters.png     (cluster_probe.py's records) the fraction of the copy ceiling against the row width: the
                         best layout of each cluster size, the registered split and torch.softmax
-Every GB/s counts one read and one write of x (8 bytes per element).
+  STEM_read.png         (cross-entropy's study) the fraction of the read ceiling against the row width: every
+                        variant and torch's cross_entropy, eager and compiled
+Every softmax GB/s counts one read and one write of x (8 bytes per element); cross-entropy's one read (4).
 """
 
 from __future__ import annotations
@@ -217,5 +219,32 @@ def cluster_widths(doc: dict[str, Any], out_dir: str | Path, stem: str = "softma
     return [save(fig, Path(out_dir) / f"{stem}_clusters.png")]
 
 
+def read_widths(doc: dict[str, Any], out_dir: str | Path, stem: str = "cross_entropy") -> list[Path]:
+    """Cross-entropy: each line's fraction of the read ceiling (measured in the same run) against the width,
+    only outputs that were right after timing."""
+    meta = doc["meta"]
+    recs = [r for r in doc["records"] if r.get("kind") == "study" and r["workload"] == "cross_entropy"
+            and r["time_ms"] is not None and r["checked"] is not False]
+    read = meta.get("read_ceiling_GBs")  # absent (a run without one): GB/s, no fractions
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for name in dict.fromkeys(r["line"] for r in recs):
+        pts = sorted((r for r in recs if r["line"] == name), key=lambda r: r["size"]["cols"])
+        anchor = pts[0]["pattern"] == "anchor"
+        ax.plot([r["size"]["cols"] for r in pts], [r["GBs_useful"] / (read or 1) for r in pts],
+                ":" if anchor else "o-", marker="s" if anchor else "o", ms=4, lw=1.2,
+                color=COLORS.get(name, "#999999"), label=name)
+    if read:
+        ax.axhline(1.0, color="black", ls="--", lw=1, label=f"read ceiling {read:.0f} GB/s")
+        ax.axhline(0.9, color="black", ls=":", lw=0.8, label="0.90 of it")
+        ax.set_ylim(0, 1.1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("cols (vocabulary, float32 logits); 256 MiB of x at every width")
+    ax.set_ylabel("fraction of the read ceiling" if read else "GB/s (x read once)")
+    style(ax, "cross-entropy: x read once, a loss per row; every variant against torch")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    source_note(fig, meta)
+    return [save(fig, Path(out_dir) / f"{stem}_read.png")]
+
+
 FIGURES = {"softmax_shape": figures, "softmax_sweep": figures, "study:softmax": figures,
-           "cluster_probe": cluster_widths}
+           "cluster_probe": cluster_widths, "study:cross_entropy": read_widths}

@@ -168,3 +168,7 @@ STUDY = Study(
     describe=describe,
     about="every variant and numbered version at six shapes and a width sweep, against torch",
 )
+
+from .cross_entropy_study import STUDY as CROSS_ENTROPY  # noqa: E402  (the topic's second workload)
+
+STUDIES = (STUDY, CROSS_ENTROPY)
