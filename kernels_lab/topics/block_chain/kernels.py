@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...backend import BACKEND
-from ...intrinsics import float_bits, grid_dependency_wait, launch_dependents, load_marked2_sys, nanosleep
+from ...intrinsics import float_bits, globaltimer, grid_dependency_wait, launch_dependents, load_marked2_sys, nanosleep
 from ...runtime import cuda
 from ..decode import kernels as dk
 from ..decode.kernels import signal_release, wait_acquire
@@ -36,6 +36,10 @@ MAX_WEIGHTS = 64                                 # weights per thread in registe
 MAX_THREADS = 1024                               # per block: G x ROW_THREADS
 NEIGHBOURS = 3                                   # tiles of layer l - 1 a tile reads: t - 1, t, t + 1
 MEGA_BLOCKS_PER_SM = 4                           # the megakernels' launch bounds (128 registers at 128 threads)
+# a stamped megakernel's %globaltimer stamps, per item k = l * T + tile at STAMPS * k + ...: decode's start and
+# after-the-wait, then two more (decode's third, after its count, is our RELEASED)
+STAMPS = 4
+STARTED, WAITED, COMPUTED, RELEASED = range(STAMPS)
 _INLINE = {"forceinline": True}
 
 
@@ -179,39 +183,41 @@ def kernels(geo: Geometry) -> ChainKernels:
         if writer:
             z[r] = acc[0]
 
+    def one_layer(pdl: bool):
+        """The fused layer's tile (pdl: with griddepcontrol between the weights and x_l; a compile-time switch)."""
+        @BACKEND.jit(device=True, **_INLINE)
+        def layer_tile(W, bias, x, acts, out, l, trigger):
+            w = cuda.local.array(K, np.float32)
+            acc = cuda.local.array(1, np.float32)
+            part = cuda.shared.array((G, TPR, 1), np.float32)
+            tile = cuda.blockIdx.x
+            load_tile(W, l, tile, w)  # the weights and bias do not depend on the layer before (PDL: it still runs)
+            bb = load_bias(bias, l, tile)
+            if pdl:
+                if trigger:
+                    launch_dependents()
+                grid_dependency_wait()  # the whole layer before has finished and flushed: all of it, not 3 tiles
+            dot(x, acts, l, tile, w, acc)
+            r, writer = combine(tile, acc, part)
+            if writer:
+                finish(bb, acts, out, l, bias.size // H, r, acc)
+        return layer_tile
+
+    fused_tile, pdl_tile = one_layer(False), one_layer(True)
+
     def chain_layer(W, bias, x, acts, out, l):
-        w = cuda.local.array(K, np.float32)
-        acc = cuda.local.array(1, np.float32)
-        part = cuda.shared.array((G, TPR, 1), np.float32)
-        tile = cuda.blockIdx.x
-        load_tile(W, l, tile, w)
-        bb = load_bias(bias, l, tile)
-        dot(x, acts, l, tile, w, acc)
-        r, writer = combine(tile, acc, part)
-        if writer:
-            finish(bb, acts, out, l, bias.size // H, r, acc)
+        fused_tile(W, bias, x, acts, out, l, False)
 
     def chain_layer_pdl(W, bias, x, acts, out, l, trigger):
-        # the weights and bias do not depend on the layer before: loaded while it still runs
-        w = cuda.local.array(K, np.float32)
-        acc = cuda.local.array(1, np.float32)
-        part = cuda.shared.array((G, TPR, 1), np.float32)
-        tile = cuda.blockIdx.x
-        load_tile(W, l, tile, w)
-        bb = load_bias(bias, l, tile)
-        if trigger:
-            launch_dependents()
-        grid_dependency_wait()  # the whole layer before has finished and flushed: all of it, not 3 tiles
-        dot(x, acts, l, tile, w, acc)
-        r, writer = combine(tile, acc, part)
-        if writer:
-            finish(bb, acts, out, l, bias.size // H, r, acc)
+        pdl_tile(W, bias, x, acts, out, l, trigger)
 
-    def chain_megakernel(W, bias, x, acts, out, counters, status, spin_limit):
+    def chain_megakernel(W, bias, x, acts, out, counters, status, spin_limit, stamps):
         # the layers' tiles in layer-major order, item k = l * T + tile, split into gridDim.x contiguous runs:
         # block b runs items [b N / grid, (b + 1) N / grid); every item a tile waits on comes earlier in that
         # order (an earlier block, or earlier in its own run), so blocks that run one after another finish too.
-        # counters[k] counts item k done (0 or 1), counters[N] the blocks done.
+        # counters[k] counts item k done (0 or 1), counters[N] the blocks done. stamps (when it has room,
+        # STAMPS per item; else a 1-word stand-in): thread 0's %globaltimer at the item's start, after its wait,
+        # before its release add, after it
         w = cuda.local.array(K, np.float32)
         acc = cuda.local.array(1, np.float32)
         part = cuda.shared.array((G, TPR, 1), np.float32)
@@ -219,9 +225,12 @@ def kernels(geo: Geometry) -> ChainKernels:
         layers = bias.size // H
         n = layers * T
         tid, blk, grid = cuda.threadIdx.x, cuda.blockIdx.x, cuda.gridDim.x
+        stamped = stamps.size > 1
         end = (blk + 1) * n // grid
         for k in range(blk * n // grid, end):
             l, tile = k // T, k % T
+            if stamped and tid == 0:
+                stamps[STAMPS * k + STARTED] = globaltimer()
             load_tile(W, l, tile, w)  # before the wait: W_l needs nothing of layer l - 1
             bb = load_bias(bias, l, tile)
             if l > 0:
@@ -233,13 +242,19 @@ def kernels(geo: Geometry) -> ChainKernels:
                     if tid == 0:
                         status[0] = l  # a tile of layer l - 1 never came: an error for the host, never a hang
                     break
+            if stamped and tid == 0:
+                stamps[STAMPS * k + WAITED] = globaltimer()
             dot(x, acts, l, tile, w, acc)
             r, writer = combine(tile, acc, part)
             if writer:
                 finish(bb, acts, out, l, layers, r, acc)
             cuda.syncthreads()  # every store of the tile is issued, then released with its count
             if tid == 0:
+                if stamped:
+                    stamps[STAMPS * k + COMPUTED] = globaltimer()
                 signal_release(counters, k)
+                if stamped:
+                    stamps[STAMPS * k + RELEASED] = globaltimer()  # the add issued (its fence done), not arrived
             if k + 1 < end:
                 cuda.syncthreads()  # the block's next tile may read this one: its pollers start after the count
         retire(counters, n, last)
@@ -286,11 +301,13 @@ def kernels(geo: Geometry) -> ChainKernels:
                 if c < BAND and first + c >= 0 and first + c < H:
                     acc[0] += w[k] * xs[c]
 
-    def chain_megakernel_marked(W, bias, x, marks, out, counters, status, spin_limit):
+    def chain_megakernel_marked(W, bias, x, marks, out, counters, status, spin_limit, stamps):
         # the items and their split as chain_megakernel's; no counter between layers: unit j of layer l < L - 1
         # is the word marks[l * SLOT + G + j] = (epoch << 32) | its float's bits, written in one 64-bit exchange
         # (single-copy atomic: a reader sees the old word or the new one, whole), so the value arrives with its
-        # flag. counters[0] counts the blocks done, counters[1] holds the last launch's epoch.
+        # flag. counters[0] counts the blocks done, counters[1] holds the last launch's epoch. stamps as
+        # chain_megakernel's: the wait is the staging of the inputs (polls and loads at once), the release thread
+        # 0's own exchange (unit 0 of the tile; the other units' writers issue theirs beside it)
         w = cuda.local.array(K, np.float32)
         acc = cuda.local.array(1, np.float32)
         part = cuda.shared.array((G, TPR, 1), np.float32)
@@ -300,24 +317,33 @@ def kernels(geo: Geometry) -> ChainKernels:
         n = layers * T
         tid, blk, grid = cuda.threadIdx.x, cuda.blockIdx.x, cuda.gridDim.x
         epoch = counters[1] + 1  # this launch's
+        stamped = stamps.size > 1
         end = (blk + 1) * n // grid
         for k in range(blk * n // grid, end):
             l, tile = k // T, k % T
+            if stamped and tid == 0:
+                stamps[STAMPS * k + STARTED] = globaltimer()
             load_tile(W, l, tile, w)  # before the wait: W_l needs nothing of layer l - 1
             bb = load_bias(bias, l, tile)
             if cuda.syncthreads_or(np.int32(stage(x, marks, l, tile, xs, epoch, spin_limit))):
                 if tid == 0:
                     status[0] = l  # a word of layer l - 1 never came: an error for the host, never a hang
                 break
+            if stamped and tid == 0:
+                stamps[STAMPS * k + WAITED] = globaltimer()
             dot_staged(xs, tile, w, acc)
             r, writer = combine(tile, acc, part)
             if writer:
                 y = gelu(acc[0] + bb, bb, bb)
+                if stamped and tid == 0:
+                    stamps[STAMPS * k + COMPUTED] = globaltimer()
                 if l == layers - 1:
                     out[r] = y
                 else:
                     word = (np.int64(epoch) << 32) | (np.int64(float_bits(y)) & 0xFFFFFFFF)
                     cuda.atomic.exch(marks, l * SLOT + G + r, word)
+                if stamped and tid == 0:
+                    stamps[STAMPS * k + RELEASED] = globaltimer()
             if k + 1 < end:
                 cuda.syncthreads()  # the block's next tile may read this one: its loads start after these stores
         if retire(counters, 0, last) and tid == 0:

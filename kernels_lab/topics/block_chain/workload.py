@@ -174,7 +174,7 @@ def megakernel_signature(marked: bool = False) -> tuple:
     from numba import types
     vec = types.float32[::1]
     acts = types.int64[::1] if marked else vec
-    return (vec, vec, vec, acts, vec, types.int32[::1], types.int32[::1], types.int64)
+    return (vec, vec, vec, acts, vec, types.int32[::1], types.int32[::1], types.int64, types.int64[::1])
 
 
 def _mega_kernel(geo: ck.Geometry, marked: bool):
@@ -231,19 +231,24 @@ def _plan_mega(marked: bool, divisor: int = 1):
 
 
 class MegakernelLaunch:
-    """A megakernel bound once (counters, error flag; marked: its activations as words); refuses to go on after
-    a timed-out wait."""
+    """A megakernel bound once (counters, error flag; marked: its activations as words; stamped: room for its
+    %globaltimer stamps); refuses to go on after a timed-out wait."""
 
-    def __init__(self, buf: Buffers, blocks: int, spin_limit: int, stream, marked: bool = False):
+    def __init__(self, buf: Buffers, blocks: int, spin_limit: int, stream, marked: bool = False,
+                 stamped: bool = False):
         self.layers, self.tiles, self.blocks = buf.layers, buf.geo.tiles, blocks
         # a count per tile and the blocks done; marked: the blocks done and the last launch's epoch
         self.counters = cuda.to_device(np.zeros(2 if marked else buf.layers * buf.geo.tiles + 1, np.int32),
                                        stream=stream)
         self.gave_up = GiveUpWord()  # a waiting block of layer l stores l: a tile of layer l - 1 never came
+        # ck.STAMPS %globaltimer stamps per (layer, tile), or the 1-word stand-in that turns them off
+        self.stamps = cuda.to_device(np.zeros(ck.STAMPS * buf.layers * buf.geo.tiles if stamped else 1, np.int64),
+                                     stream=stream)
         acts = buf.acts
         if marked:  # epoch 0 everywhere: no word carries a launch's epoch yet
             acts = cuda.to_device(np.zeros(max(1, buf.layers - 1) * ck.marked_slot(buf.geo), np.int64), stream=stream)
-        args = (buf.W, buf.bias, buf.x, acts, buf.out, self.counters, self.gave_up.word, np.int64(spin_limit))
+        args = (buf.W, buf.bias, buf.x, acts, buf.out, self.counters, self.gave_up.word, np.int64(spin_limit),
+                self.stamps)
         self._launch = BACKEND.launcher(_mega_kernel(buf.geo, marked), blocks, buf.geo.threads, args, stream)
 
     def timed_out_at(self) -> int | None:
@@ -261,18 +266,26 @@ class MegakernelLaunch:
         self.raise_if_timed_out()
         self._launch(target)
 
+    def stamps_ns(self) -> np.ndarray:
+        """The last launch's stamps (a stamped launch only), (layers, tiles, ck.STAMPS) in ns of the GPU's clock:
+        thread 0 of each tile at its start, after its wait, before its release, after it (ck.STARTED ..)."""
+        if self.stamps.size == 1:
+            raise ValueError("this megakernel was bound without stamps (bind_megakernel_with(..., stamped=True))")
+        return self.stamps.copy_to_host().reshape(self.layers, self.tiles, ck.STAMPS)
+
 
 def bind_megakernel_with(inputs, outputs, stream=0, *, blocks: int | None = None, spin_limit: int = SPIN_LIMIT,
-                         marked: bool = False, divisor: int = 1) -> MegakernelLaunch:
+                         marked: bool = False, divisor: int = 1, stamped: bool = False) -> MegakernelLaunch:
     """A megakernel (marked: data and flag in one word) on its default grid (divisor: 1/divisor of it), or on
-    `blocks` blocks (the tests' other splits of the items)."""
+    `blocks` blocks (the tests' other splits of the items); stamped: thread 0 of each tile stamps %globaltimer
+    four times (MegakernelLaunch.stamps_ns; the timeline's measurement)."""
     buf = Buffers(inputs, outputs, stream)
     if marked and (why := ck.marked_fits(buf.geo)) is not None:
         raise ArgumentError(why)
     if blocks is not None and not 1 <= blocks <= buf.layers * buf.geo.tiles:
         raise ArgumentError(f"blocks={blocks}: between 1 and the {buf.layers * buf.geo.tiles} tiles of all layers")
     return MegakernelLaunch(buf, blocks or megakernel_blocks(buf.geo, buf.layers, marked, divisor), spin_limit, stream,
-                            marked)
+                            marked, stamped)
 
 
 def bind_megakernel(inputs, outputs, stream=0):
