@@ -158,8 +158,11 @@ def step_kernels(batch: int) -> tuple[Any, Any]:
     tile = STAGE_FLOATS // batch
 
     @BACKEND.jit(device=True, **_INLINE)
-    def row_sums(W, h, t, acc, stage, send, recv):
-        """acc[b] = (W h_{t-1})[b, row] on every lane of the row (0 at t = 0); returns the row."""
+    def row_sums(W, h, t, acc):
+        """acc[b] = (W h_{t-1})[b, row] on every lane of the row (0 at t = 0); returns the row and the lane."""
+        send = cuda.local.array(batch, np.float32)  # scratch of the butterfly and of the staging (inlined:
+        recv = cuda.local.array(batch, np.float32)  # the calling kernel's own registers and shared memory)
+        stage = cuda.shared.array((batch, tile), np.float32)
         hidden = W.shape[0]
         tid = cuda.threadIdx.x
         row = cuda.blockIdx.x * STEP_ROWS + tid // STEP_LANES
@@ -191,10 +194,7 @@ def step_kernels(batch: int) -> tuple[Any, Any]:
     def rnn_matvec(W, u, h, t, z):
         # unfused, step t, first kernel: z = W h_{t-1} + u_t, written to memory
         acc = cuda.local.array(batch, np.float32)
-        send = cuda.local.array(batch, np.float32)
-        recv = cuda.local.array(batch, np.float32)
-        stage = cuda.shared.array((batch, tile), np.float32)
-        row, lane = row_sums(W, h, t, acc, stage, send, recv)
+        row, lane = row_sums(W, h, t, acc)
         if row < W.shape[0]:
             for b in range(batch):
                 if b % STEP_LANES == lane:  # the lanes share the stores
@@ -203,10 +203,7 @@ def step_kernels(batch: int) -> tuple[Any, Any]:
     def rnn_step(W, u, h, t):
         # fused, step t: h_t = tanh(W h_{t-1} + u_t); only h_t is written
         acc = cuda.local.array(batch, np.float32)
-        send = cuda.local.array(batch, np.float32)
-        recv = cuda.local.array(batch, np.float32)
-        stage = cuda.shared.array((batch, tile), np.float32)
-        row, lane = row_sums(W, h, t, acc, stage, send, recv)
+        row, lane = row_sums(W, h, t, acc)
         if row < W.shape[0]:
             for b in range(batch):
                 if b % STEP_LANES == lane:
