@@ -611,9 +611,19 @@ def megakernel_db(geo: Geometry, prefetch: int = 1, marked: bool = False, min_bl
             stamps[3 * (l * T + tile) + 2] = globaltimer()  # the tile's end (its count, for a run's last tile)
         return True, seen, done
 
+    @BACKEND.jit(device=True, **_INLINE)
+    def step(W, bias, table, blk, s, w_next, x, acts, out, counters, status, stop, part, acc, xs, w, bb, l, tile,
+             layers, seen, done, epoch, spin_limit, stamps):
+        """Instruction s + 1 into w_next (its loads in flight meanwhile), then instruction s (tile `tile` of
+        layer l, its weights in w) run. Returns (went on, the next opcode, layer, tile and bias, seen, done)."""
+        op, next_l, next_tile, next_bb = load_next(W, bias, table, blk, s, layers, w_next)
+        went, seen, done = run_tile(x, acts, out, counters, status, stop, part, acc, xs, w, bb, l, tile, next_l,
+                                    layers, seen, done, epoch, spin_limit, stamps)
+        return went, op, next_l, next_tile, next_bb, seen, done
+
     def decode_megakernel_db(W, bias, x, acts, out, table, counters, status, spin_limit, stamps):
-        # buffer a holds instruction s while b loads s + 1, then the roles swap: the loop body is written
-        # twice so that each buffer is a fixed set of registers (no indexing by a run-time buffer number)
+        # buffer a holds instruction s while b loads s + 1, then the roles swap: the loop body is two steps
+        # so that each buffer is a fixed set of registers (no indexing by a run-time buffer number)
         wa = cuda.local.array(W_REGS, np.float32)
         wb = cuda.local.array(W_REGS, np.float32)
         acc = cuda.local.array(B, np.float32)
@@ -629,22 +639,18 @@ def megakernel_db(geo: Geometry, prefetch: int = 1, marked: bool = False, min_bl
         seen, done, s = -1 if marked else 0, 0, 0
         op, l, tile, bba = load_next(W, bias, table, blk, -1, layers, wa)
         while op != OP_END:
-            next_op, next_l, next_tile, bbb = load_next(W, bias, table, blk, s, layers, wb)
-            went, seen, done = run_tile(x, acts, out, counters, status, stop, part, acc, xs, wa, bba, l, tile, next_l,
-                                        layers, seen, done, epoch, spin_limit, stamps)
+            went, op, l, tile, bbb, seen, done = step(W, bias, table, blk, s, wb, x, acts, out, counters, status, stop,
+                                                      part, acc, xs, wa, bba, l, tile, layers, seen, done, epoch,
+                                                      spin_limit, stamps)
+            if not went or op == OP_END:
+                break
+            s += 1
+            went, op, l, tile, bba, seen, done = step(W, bias, table, blk, s, wa, x, acts, out, counters, status, stop,
+                                                      part, acc, xs, wb, bbb, l, tile, layers, seen, done, epoch,
+                                                      spin_limit, stamps)
             if not went:
                 break
             s += 1
-            op, l, tile = next_op, next_l, next_tile
-            if op == OP_END:
-                break
-            next_op, next_l, next_tile, bba = load_next(W, bias, table, blk, s, layers, wa)
-            went, seen, done = run_tile(x, acts, out, counters, status, stop, part, acc, xs, wb, bbb, l, tile, next_l,
-                                        layers, seen, done, epoch, spin_limit, stamps)
-            if not went:
-                break
-            s += 1
-            op, l, tile = next_op, next_l, next_tile
         if tid == 0 and retire_block(counters, layers) and marked:
             counters[layers + 1] = epoch  # the next launch's blocks read it after this one has ended
 
