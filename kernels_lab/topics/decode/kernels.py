@@ -164,8 +164,8 @@ class TileOps:
     load_tile: Any      # (W, l, tile, w): W_l's rows of the tile -> registers w
     load_bias: Any      # (bias, l, tile) -> the row's bias in its writer, 0 elsewhere
     prefetch_tile: Any  # (W, l, tile, layers): the tile's weights asked of L2, no register held
-    row_sums: Any       # (x, acts, l, tile, w, acc, part) -> (row, writer); two block barriers: dot_rows, combine
-    dot_shared: Any     # (xs, tile, w, acc): this thread's part of the rows' sums, x_l from shared memory
+    row_sums: Any       # (x, acts, l, tile, w, acc, part) -> (row, writer); two block barriers: a dot, combine
+    dot_shared: Any     # (xs, 0, tile, w, acc): this thread's part of the rows' sums, x_l from shared memory
     combine: Any        # (tile, acc, part) -> (row, writer): the parts added; two block barriers
     finish: Any         # (bb, acts, out, l, layers, r, acc): + bias, GELU, store
 
@@ -225,47 +225,41 @@ def tile_ops(geo: Geometry) -> TileOps:
                     prefetch_l2(W, (row + v) * VEC)
 
     @BACKEND.jit(device=True, **_INLINE)
-    def dot_rows(x, acts, l, tile, w, acc):
-        """acc[b] = this thread's part of (W_l x_l)[b, row], x_l read from global memory."""
-        tid = cuda.threadIdx.x
-        lane = tid % TPR
-        r = tile * ROWS + tid // TPR
-        for b in range(B):
-            acc[b] = np.float32(0)
-        # layer l's input: x for the first layer, else the layer before's output (one array type: the
-        # loops below are written once, which keeps them small enough to unroll)
-        src = x if l == 0 else acts
-        base = 0 if l == 0 else (l - 1) * B * NV
-        if r < H:
-            for k in range(V):
-                v = lane + TPR * k
-                if EXACT or v < NV:
-                    for b in range(B):
-                        if VEC == 4:
-                            a0, a1, a2, a3 = load4(src, base + b * NV + v)
-                            acc[b] += w[4 * k] * a0 + w[4 * k + 1] * a1 + w[4 * k + 2] * a2 + w[4 * k + 3] * a3
-                        else:
-                            acc[b] += w[k] * src[base + b * NV + v]
+    def global4(src, base, b, v):
+        return load4(src, base + b * NV + v)
 
     @BACKEND.jit(device=True, **_INLINE)
-    def dot_shared(xs, tile, w, acc):
-        """As dot_rows, x_l read from shared memory (xs: batch x hidden floats the block staged)."""
-        tid = cuda.threadIdx.x
-        lane = tid % TPR
-        r = tile * ROWS + tid // TPR
-        for b in range(B):
-            acc[b] = np.float32(0)
-        if r < H:
-            for k in range(V):
-                v = lane + TPR * k
-                if EXACT or v < NV:
-                    for b in range(B):
-                        if VEC == 4:
-                            f = b * H + 4 * v
-                            acc[b] += (w[4 * k] * xs[f] + w[4 * k + 1] * xs[f + 1] + w[4 * k + 2] * xs[f + 2]
-                                       + w[4 * k + 3] * xs[f + 3])
-                        else:
-                            acc[b] += w[k] * xs[b * H + v]
+    def shared4(xs, base, b, v):  # base 0: the block staged x_l alone
+        f = b * H + 4 * v
+        return xs[f], xs[f + 1], xs[f + 2], xs[f + 3]
+
+    @BACKEND.jit(device=True, **_INLINE)
+    def at(src, base, b, v):  # VEC == 1 (NV == H): global or shared alike
+        return src[base + b * NV + v]
+
+    def dot_reading(x4):
+        """dot(src, base, tile, w, acc): acc[b] = this thread's part of (W_l x_l)[b, row], x_l's vector v of
+        batch row b read from src (from `base` on) by x4 (its 4 floats) or at (VEC == 1: its float)."""
+        @BACKEND.jit(device=True, **_INLINE)
+        def dot(src, base, tile, w, acc):
+            tid = cuda.threadIdx.x
+            lane = tid % TPR
+            r = tile * ROWS + tid // TPR
+            for b in range(B):
+                acc[b] = np.float32(0)
+            if r < H:
+                for k in range(V):
+                    v = lane + TPR * k
+                    if EXACT or v < NV:
+                        for b in range(B):
+                            if VEC == 4:
+                                a0, a1, a2, a3 = x4(src, base, b, v)
+                                acc[b] += w[4 * k] * a0 + w[4 * k + 1] * a1 + w[4 * k + 2] * a2 + w[4 * k + 3] * a3
+                            else:
+                                acc[b] += w[k] * at(src, base, b, v)
+        return dot
+
+    dot_global, dot_shared = dot_reading(global4), dot_reading(shared4)
 
     @BACKEND.jit(device=True, **_INLINE)
     def combine(tile, acc, part):
@@ -293,7 +287,9 @@ def tile_ops(geo: Geometry) -> TileOps:
     def row_sums(x, acts, l, tile, w, acc, part):
         """acc[b] = (W_l x_l)[b, row] in the row's first thread; returns (row, whether this thread writes it).
         Every thread of the block must call it (two barriers)."""
-        dot_rows(x, acts, l, tile, w, acc)
+        # layer l's input: x for the first layer, else the layer before's output (one array type: the
+        # loops of dot are written once, which keeps them small enough to unroll)
+        dot_global(x if l == 0 else acts, 0 if l == 0 else (l - 1) * B * NV, tile, w, acc)
         return combine(tile, acc, part)
 
     @BACKEND.jit(device=True, **_INLINE)
@@ -593,7 +589,7 @@ def megakernel_db(geo: Geometry, prefetch: int = 1, marked: bool = False, min_bl
         if stamped and tid == 0:
             stamps[3 * (l * T + tile) + 1] = globaltimer()
         if marked:
-            dot_shared(xs, tile, w, acc)
+            dot_shared(xs, 0, tile, w, acc)  # xs: batch x hidden floats the block staged
             r, writer = combine(tile, acc, part)
             if writer:
                 finish_marked(bb, acts, out, l, layers, r, acc, epoch)
