@@ -43,3 +43,13 @@ def test_missing_ncu_is_reported(monkeypatch):
     monkeypatch.setattr(ncu.shutil, "which", lambda name: None)
     with pytest.raises(ncu.NcuError, match="not on PATH"):
         ncu.measure("elementwise", get_workload("elementwise").size(10), ["fused"])
+
+
+def test_the_children_run_variants_and_study_lines_and_name_what_they_lack():
+    from kernels_lab.profile import ncu_lines
+    assert ncu._child(["layernorm", "rows=3,cols=67", "fused"]) == 0
+    with pytest.raises(SystemExit, match="kernels_lab.profile.ncu_lines"):
+        ncu._child(["layernorm", "rows=3,cols=67", "v2"])
+    assert ncu_lines.main(["layernorm", "rows=3,cols=67", "fused", "v2"]) == 0
+    with pytest.raises(SystemExit, match="no variant or study line"):
+        ncu_lines.main(["layernorm", "rows=3,cols=67", "v9"])

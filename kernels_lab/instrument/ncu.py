@@ -2,9 +2,10 @@
 
     ncu --clock-control none --csv --print-units base \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
-        python -m kernels_lab.instrument.ncu WORKLOAD N VARIANT...   (a variant, or a line of its study: v2)
+        python -m kernels_lab.instrument.ncu WORKLOAD N VARIANT...
+        python -m kernels_lab.profile.ncu_lines WORKLOAD N LINE...   (a study's lines too: layernorm's v2)
 
-The child (this module's __main__) runs each variant once, bracketed by marker kernels, so
+The child (this module's __main__, or the harness's for a study's numbered versions) runs each variant once, bracketed by marker kernels, so
 the parent can tell which launches belong to which variant. numba's mangled kernel names are
 mapped back to Python names. When ncu is absent or fails, the caller is told why and carries on.
 Writes still in L2 at kernel end are not counted by ncu: use sizes well past L2.
@@ -99,13 +100,18 @@ def split_by_variant(kernels: list[KernelMetrics], variants: list[str]) -> dict[
     return dict(zip(variants, groups))
 
 
-def measure(workload: str, size: Size, variants: list[str], timeout_s: float = 300) -> dict[str, list[KernelMetrics]]:
-    """Run the child under ncu; DRAM bytes and time per kernel, grouped by variant."""
+CHILD = "kernels_lab.instrument.ncu"
+
+
+def measure(workload: str, size: Size, variants: list[str], timeout_s: float = 300,
+            child: str = CHILD) -> dict[str, list[KernelMetrics]]:
+    """Run the child (a module run with -m that ends in run_marked) under ncu; DRAM bytes and time per kernel,
+    grouped by variant."""
     ncu = shutil.which("ncu")
     if ncu is None:
         raise NcuError("ncu (Nsight Compute) is not on PATH: measured DRAM bytes are skipped")
     cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", ",".join(METRICS),
-           sys.executable, "-m", "kernels_lab.instrument.ncu", workload, str(size), *variants]
+           sys.executable, "-m", child, workload, str(size), *variants]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "KERNELS_LAB_BACKEND": "gpu"})
@@ -116,39 +122,35 @@ def measure(workload: str, size: Size, variants: list[str], timeout_s: float = 3
     return split_by_variant(parse_csv(proc.stdout), variants)
 
 
-def _variant(workload, name: str):
-    """A registered variant, or a numbered version of the workload's study (layernorm's v2): the child is a
-    program of its own, so it may ask the harness above it."""
-    if name in workload.variants:
-        return workload.variant(name)
-    from ..profile.study import studies
-    study = studies().get(workload.name)
-    lines = {line.name: line.variant for line in study.lines()} if study is not None else {}
-    if name not in lines:
-        raise SystemExit(f"{workload.name} has no variant or study line {name!r}; lines: {sorted(lines)}")
-    return lines[name]
-
-
-def _child(argv: list[str]) -> int:
+def run_marked(workload, size: Size, variants: list) -> None:
+    """Each variant (an object with bind) once on one set of inputs, after a marker kernel, so the parent can
+    tell the launches apart."""
     import numpy as np
 
     from ..arrays import poisoned, to_device
-    from ..core import get_workload
     from ..runtime import cuda
 
     @cuda.jit
     def ncu_variant_marker(x):
         x[0] = 1
 
-    workload = get_workload(argv[0])
-    size = workload.parse_size(argv[1])
     inputs = to_device(workload.make_inputs(size, np.random.default_rng(0)))
     flag = cuda.device_array(1, np.int32)
-    for name in argv[2:]:
-        launch = _variant(workload, name).bind(inputs, poisoned(workload.output_specs(size)))
+    for variant in variants:
+        launch = variant.bind(inputs, poisoned(workload.output_specs(size)))
         ncu_variant_marker[1, 1](flag)
         launch()
         cuda.synchronize()
+
+
+def _child(argv: list[str]) -> int:
+    from ..core import get_workload
+    workload = get_workload(argv[0])
+    unknown = [n for n in argv[2:] if n not in workload.variants]
+    if unknown:
+        raise SystemExit(f"{workload.name} has no variant {unknown}; variants: {sorted(workload.variants)} "
+                         "(a study's numbered versions: python -m kernels_lab.profile.ncu_lines)")
+    run_marked(workload, workload.parse_size(argv[1]), [workload.variant(n) for n in argv[2:]])
     return 0
 
 
