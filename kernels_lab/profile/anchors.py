@@ -25,6 +25,16 @@ def torch_cuda():
     return torch
 
 
+def _no_recompile_limit(torch) -> None:
+    """Every make compiles the same code object (fn below) for a new size: dynamo counts those as recompiles
+    and past its limit (8) runs the function eagerly without a word but a log line, so a study of many sizes
+    timed eager torch under the name torch.compile (cross_entropy, H100, 12-06: 131072 and 262144 columns)."""
+    config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(config, name):
+            setattr(config, name, max(getattr(config, name), 4096))
+
+
 def torch_anchor(name: str, what: str, call: Callable[[Any, dict[str, Any], Size], Any], *, output: str = "out",
                  compiled: bool = False, launches: int | None = None) -> Anchor:
     """An Anchor running call(torch, {input name: tensor or scalar}, size) -> the output tensor."""
@@ -37,6 +47,7 @@ def torch_anchor(name: str, what: str, call: Callable[[Any, dict[str, Any], Size
         def fn(*a):
             return call(torch, dict(zip(names, a)), size)
         if compiled:
+            _no_recompile_limit(torch)
             fn = torch.compile(fn, dynamic=False)
         held: dict[str, Any] = {}
 

@@ -10,7 +10,8 @@ bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder reco
 "kind": "launch", persistent-consumer records "kind": "consumer", its round-trip breakdown
 "kind": "consumer_poll" (and the host's payload copies "kind": "host_copy"), PDL records
 "kind": "pdl" (and "pdl_window": one PDL group under each CUDA_DEVICE_MAX_CONNECTIONS), kernel
-timelines "kind": "timeline", a demo's wall time from the command line "kind": "demo_time", and a topic's
+timelines "kind": "timeline", a demo's wall time from the command line "kind": "demo_time", a block_chain
+megakernel's %globaltimer stamps per tile "kind": "tile_stamps" (topics/block_chain/stamps.py), and a topic's
 study (profile/study.py, `kernels-lab bench NAME`) "kind": "study" (REQUIRED_BY_KIND). A study record
 names its three rates apart: GBs_model (the line's planned bytes), GBs_useful (the bytes the problem must
 move) and GBs_weight (the weights' bytes); the older kinds' "GBs" is one of these, each file its own
@@ -44,6 +45,7 @@ REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry 
     "timeline": ("kind", "workload", "variant", "n", "source", "spans"),
     "pdl_window": ("kind", "variant", "G", "size_class", "max_connections", "members_at_once", "e2e_us", "timeline"),
     "demo_time": ("kind", "demo", "wall_s", "rc"),
+    "tile_stamps": ("kind", "workload", "line", "size", "phases_us", "done_us", "span_us", "pass_us"),
     "cluster_probe": ("kind", "workload", "cols", "rows", "version", "median_ms", "GBs", "of_ceiling", "vs_torch"),
     "study": ("kind", "workload", "group", "line", "variant", "registered", "pattern", "n", "size", "launches",
               "bytes_model", "bytes_useful", "bytes_weight", "checked", "time_ms", "time_ms_steady", "GBs_model",

@@ -1,5 +1,6 @@
 """What the block chain draws: STEM_time.png, us per pass of every line (ours and torch's) at each hidden size,
-from the study's records (study.py, bench.py: the steady clock, passes back to back);
+from the study's records (study.py, bench.py: the steady clock, passes back to back); STEM_tiles.png, one
+megakernel pass tile by tile from its %globaltimer stamps (stamps.py);
 benchmarks/render_figures.py finds it in FIGURES."""
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ def time_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
     lines = list(dict.fromkeys(r.get("line", r["variant"]) for r in recs))
     fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 0.3 * len(lines) * len(sizes))), 4.2))
     width = 0.8 / len(lines)
+    palette = plt.get_cmap("tab10" if len(lines) <= 10 else "tab20")  # past 10 lines tab10 repeats its colours
     for k, line in enumerate(lines):
         ys = [next((_us(r) for r in recs if r.get("line", r["variant"]) == line
                     and (r["size"]["hidden"], r["size"]["layers"]) == s), np.nan) for s in sizes]
-        ax.bar(np.arange(len(sizes)) + (k - (len(lines) - 1) / 2) * width, ys, width, label=line)
+        ax.bar(np.arange(len(sizes)) + (k - (len(lines) - 1) / 2) * width, ys, width, label=line,
+               color=palette(k % palette.N))
     ax.set_xticks(np.arange(len(sizes)), [f"hidden {h}\n{l} layer{'s' * (l > 1)}" for h, l in sizes])
     ax.set_yscale("log")  # torch's eager path is ~25x the rest: on a linear axis the others are slivers
     ax.set_ylabel("us per pass (steady state, log)")
@@ -41,4 +44,38 @@ def time_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
     return [save(fig, Path(out) / f"{stem}_time.png")]
 
 
-FIGURES = {"study:block_chain": time_figure}
+# legend labels: the wait phase also holds the weights' loads (layer 0 has nothing else to wait for)
+PHASE_COLORS = {"weights, then wait for producers": "#bbbbbb", "work": "#1f77b4", "release": "#ff7f0e"}
+
+
+def tiles_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
+    """One panel per stamped line and size: each tile of each layer a thin bar from its start, grey while it
+    waits for its producers, blue while it computes, orange while it releases; layers stacked bottom to top."""
+    recs = [r for r in doc["records"] if r.get("kind") == "tile_stamps"]
+    if not recs:
+        return []
+    cols = min(2, len(recs))
+    rows = -(-len(recs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 3.6 * rows), squeeze=False)
+    for ax, r in zip(axes.flat, recs):
+        stamps = np.asarray(r["pass_us"])  # (layers, tiles, 4): started, waited, computed, released
+        layers, tiles = stamps.shape[:2]
+        for l in range(layers):
+            y = l + 0.85 * np.arange(tiles) / tiles
+            for k, (name, color) in enumerate(PHASE_COLORS.items()):
+                ax.hlines(y, stamps[l, :, k], stamps[l, :, k + 1], colors=color, lw=0.9,
+                          label=name if l == 0 else None)
+        ax.set_yticks(np.arange(layers) + 0.42, [str(l) for l in range(layers)])
+        ax.set_ylabel("layer (its tiles bottom to top)")
+        ax.set_xlabel("us from the pass's first stamp")
+        per = f", {r['us_per_pass']:.1f} us a pass unstamped" if r.get("us_per_pass") else ""
+        style(ax, f"{r['line']}, hidden {r['size']['hidden']}\n{tiles} tiles a layer on {r['blocks']} blocks{per}")
+        ax.title.set_fontsize(9)
+    for ax in axes.flat[len(recs):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7, loc="lower right")
+    source_note(fig, doc["meta"])
+    return [save(fig, Path(out) / f"{stem}_tiles.png")]
+
+
+FIGURES = {"study:block_chain": time_figure, "tile_stamps": tiles_figure}

@@ -7,7 +7,6 @@ target: the best variant >= 0.90 of the read ceiling from 50257 to 262144 column
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
@@ -27,16 +26,13 @@ def _cross_entropy(torch, t, size):
     return torch.nn.functional.cross_entropy(t["x"], _long(torch, t["labels"]), reduction="none")
 
 
-_labels: dict[int, Any] = {}
-
-
 def _long(torch, labels):
-    """torch wants int64 class indices: the int32 labels converted once per buffer, outside the timed passes
-    (the anchor's first pass, untimed, makes it)."""
-    key = labels.data_ptr()
-    if key not in _labels:
-        _labels[key] = labels.long()
-    return _labels[key]
+    """torch wants int64 class indices: the int32 labels converted once per tensor, outside the timed passes
+    (the anchor's first pass, untimed, makes it), and kept on the tensor, so the copy dies with it (a cache keyed
+    by address found a freed buffer's labels at the same address: the 12-06 H100 run, 1024 labels for 256 rows)."""
+    if getattr(labels, "kl_long", None) is None:
+        labels.kl_long = labels.long()
+    return labels.kl_long
 
 
 STUDY = Study(
