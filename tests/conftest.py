@@ -8,7 +8,10 @@ import os
 import sys
 
 os.environ.setdefault("KERNELS_LAB_BACKEND", "sim")
-sys.setswitchinterval(5e-5)  # simulated threads hand over the GIL sooner: barriers run ~10x faster
+# simulated threads hand over the GIL sooner than Python's 5 ms: barriers run ~10x faster. 0.2 ms, not 0.05 ms:
+# with two xdist workers on two cores, tests/test_softmax.py + test_clusters.py took 38-43 s at 2e-4 against
+# 57-60 s at 5e-5 (54 s at 1e-4, 52 s at 1e-3, 78 s at 5e-3): each hand-over costs an OS thread switch
+sys.setswitchinterval(2e-4)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
