@@ -26,6 +26,7 @@ from kernels_lab.runtime import ON_GPU  # noqa: E402
 LONGEST_FIRST = ("test_notebooks", "test_studies", "test_ptx", "test_grading_decode")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks (its worker plugin comes later, runs first)
 def pytest_collection_modifyitems(config, items):
     _share_module_fixtures(items)
     first = {name: i for i, name in enumerate(LONGEST_FIRST)}
