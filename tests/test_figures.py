@@ -186,7 +186,9 @@ def _colour_family(rgba):
 
 
 def _drawn(fig):
-    """The colour families and the tick labels a figure draws (its legends left out: they are checked apart)."""
+    """The colour families a figure draws (its legends' swatches left out: they are checked apart) and the
+    labels of its ticks and legends."""
+    from matplotlib.collections import LineCollection
     from matplotlib.colors import to_rgba
     colours, ticks = set(), set()
     for ax in fig.axes:
@@ -196,9 +198,15 @@ def _drawn(fig):
         for line in ax.lines:
             colours |= _colour_family(to_rgba(line.get_color()))
         for coll in ax.collections:
-            for c in coll.get_facecolors():
+            # a LineCollection (hlines, vlines) draws with its edge colours; its face is empty
+            drawn_with = coll.get_edgecolors() if isinstance(coll, LineCollection) else coll.get_facecolors()
+            for c in drawn_with:
                 colours |= _colour_family(tuple(c))
         ticks |= {t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()}
+        if ax.get_legend():  # a version drawn as a line or a bar colour is named in the legend, not a tick
+            ticks |= {t.get_text() for t in ax.get_legend().get_texts()}
+    for legend in fig.legends:
+        ticks |= {t.get_text() for t in legend.get_texts()}
     return colours, ticks
 
 

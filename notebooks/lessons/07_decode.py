@@ -589,7 +589,7 @@ for r in tiles["records"]:
 # %%
 same = lessons.committed("block_chain_h100.json")
 steady = {(r["line"], r["size"]["hidden"], r["size"]["layers"]): r["time_ms_steady"] * 1e3
-          for r in same["records"] if r["group"] in ("targets", "wide") and r.get("time_ms_steady")}
+          for r in same["records"] if r["group"] != "grid" and r.get("time_ms_steady")}  # grid: the block-count sweep
 for h in (1024, 2048):
     m = steady["megakernel_marked", h, 8]
     print(f"hidden {h}, 8 layers: megakernel_marked {m:.1f} us a pass; graph_pdl / it "

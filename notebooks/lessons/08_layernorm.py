@@ -137,7 +137,7 @@ ceiling = res["meta"]["ceiling_GBs"]
 shapes = {}
 for r in res["records"]:
     shapes.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
-names = [n for n in ("unfused", "fused", "persistent", "cluster", "torch.layer_norm", "torch.compile")
+names = [n for n in ("unfused", "fused", "persistent", "cluster", "v2", "torch.layer_norm", "torch.compile")
          if any(n in got for got in shapes.values())]
 print(f"{res['meta']['device']}, {res['meta']['date'][:10]}, copy ceiling {ceiling:.0f} GB/s "
       f"(measured by `{res['meta']['command']}`)\n")
@@ -154,10 +154,12 @@ for (rows, cols), got in shapes.items():
 # ![every variant and torch at each shape, GB/s](../figures/layernorm_h100_shapes.png)
 #
 # `cluster` spreads each row over a thread-block cluster that meets in distributed shared memory (lesson
-# 04's layout for long rows). At these widths, which one block holds, it is the slowest line at every shape,
+# 04's layout for long rows). At the first four shapes, which one block holds, it is the slowest line,
 # behind even `unfused`. It is meant for rows one block cannot hold (past `MAX_COLS` in
-# `kernels_lab/topics/layernorm/workload.py`); the study's `long` group times those rows from its next run on.
-# An earlier run on an H200 (`kernels_lab/topics/softmax/cluster_recheck.py`) timed them, 256 MiB of x each:
+# `kernels_lab/topics/layernorm/workload.py`): the last three rows of the table (the study's `long` group),
+# where only it, `unfused` and torch run, and it is still behind `unfused`. `v2` is the same kernel with
+# 16-byte stores and 16-byte loads of gamma and beta (below: why). An earlier run on an H200
+# (`kernels_lab/topics/softmax/cluster_recheck.py`, before `v2`) timed the long rows too, 256 MiB of x each:
 
 # %%
 recheck = lessons.committed("softmax_cluster_recheck_h200.json")
@@ -169,11 +171,56 @@ for r in recheck["records"]:
 
 # %% [markdown]
 # There too the cluster kernel is behind `unfused` and far from the ceiling, where lesson 04's cluster softmax,
-# the same layouts with one statistic less, reaches far more of it. Why is not measured yet (its profile is
-# the next step): so far the cluster layernorm does not do what it is for. One difference from softmax's
-# kernel is in plain sight: it stores one float at a time and loads gamma and beta one float at a time. The
-# study's `v2` stores and loads 16 bytes at a time, at a price in registers that ptxas already shows; the next
-# run times it beside `cluster` (`kernels-lab bench layernorm`).
+# the same layouts with one statistic less, reaches far more of it.
+#
+# ### Why: the cluster kernel's profile
+# Nsight Compute ran each kernel once on the H100 (`python -m kernels_lab.profile.ncu_lines layernorm ...`
+# under `ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis`;
+# the command is in each file's first line): at 8192 columns `fused` beside `cluster` and `v2`, at 32768 the
+# three kernels of `unfused` beside them. The last column counts the 32-byte sectors that entered L2's write
+# path (ncu's *L2 Compression Input Sectors*) per sector of the output: 1.0 is every sector written once.
+
+# %%
+import csv
+import io
+
+def ncu_kernels(name):
+    """{kernel: {metric: value}} from a committed ncu CSV (its '#' lines are the command and the device)."""
+    text = (lessons.DATA / name).read_text()
+    found = {}
+    for row in csv.DictReader(io.StringIO("".join(l for l in text.splitlines(True) if not l.startswith("#")))):
+        if "ncu_variant_marker" not in row["Kernel Name"]:
+            found.setdefault(row["Kernel Name"].split("[")[0].split("::")[-1], {})[row["Metric Name"]] = \
+                float(row["Metric Value"].replace(",", "")) if row["Metric Value"][:1].isdigit() else row["Metric Value"]
+    return found
+
+print(f"{'rows x cols':<14}{'kernel':<38}{'us':>5}{'DRAM %':>7}{'regs':>5}{'occupancy':>10}{'L1 hit':>7}{'L2 hit':>7}"
+      f"{'L2 writes':>10}")
+for rows, cols in ((8192, 8192), (2048, 32768)):
+    out_sectors = rows * cols * 4 / 32
+    for kernel, m in ncu_kernels(f"ncu_layernorm_{rows}x{cols}_h100.csv").items():
+        print(f"{rows:>6} x {cols:<6}{kernel:<38}{m['Duration'] / 1e3:5.0f}{m['DRAM Throughput']:7.0f}"
+              f"{m['Registers Per Thread']:5.0f}{m['Achieved Occupancy']:9.0f}%{m['L1/TEX Hit Rate']:6.0f}%"
+              f"{m['L2 Hit Rate']:6.0f}%{m['L2 Compression Input Sectors'] / out_sectors:10.2f}")
+
+# %% [markdown]
+# Two causes, one for each version:
+# - **`cluster` writes every sector four times.** Each thread holds four consecutive floats of the row, so
+#   when every thread stores its first float, a warp's 32 stores land 16 bytes apart: each 32-byte sector
+#   receives 4 bytes from this instruction and the rest from three more. L2 takes about four partial writes
+#   per sector of the output (the last column), and DRAM runs at a fraction of its peak. Softmax's cluster
+#   kernel stores its four floats as one 16-byte vector, which is why the same layout serves it well.
+# - **`v2` stores 16 bytes at a time**, and the last column drops to 1: at 8192 columns it takes about a third
+#   less time than `cluster`. What is left is residency: the registers column (the count the H100's driver
+#   compiled; at 8192 columns above the ptxas count in the next table) keeps occupancy at half of `fused`'s or less, so an SM has
+#   half the warps to hide the same load and barrier latencies with; at 32768 columns `v2` needs the most
+#   registers of all and gains little. `unfused`'s three kernels, each simple, keep their SMs full
+#   and together take less time than either.
+#
+# So the cluster layernorm does not yet do what it is for. Not tried here: a layout with fewer floats held
+# per thread (fewer registers, more resident warps), and one exchange per row instead of two (each block
+# sends its (count, mean, M2) and the blocks merge them with the exercise's Chan rule: one cluster barrier
+# where there are two).
 #
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,
@@ -198,8 +245,10 @@ for r in compiled["records"]:
     print(f"{shape[0]:>6} x {shape[1]:<6}{r['variant']:<19}{r['threads']:>8}{r['registers']:>6}"
           f"{r['blocks_per_sm']:>10}{r['rows_per_sm']:>8g}{r['occupancy']:>10.0%}{share:>11}")
 fused = {shape: got["fused"] for shape, got in held.items() if shape[0] * shape[1] == 1 << 26}  # 256 MiB of x
-print(f"\nfused, among the 256 MiB shapes: highest occupancy at {max(fused, key=lambda k: fused[k]['occupancy'])}, "
-      f"lowest share of the ceiling at {min(fused, key=lambda k: shapes[k]['fused']['of_ceiling'])} (rows x cols)")
+occupancy = [f["occupancy"] for f in fused.values()]
+share = [shapes[k]["fused"]["of_ceiling"] for k in fused]
+print(f"\nfused at the 256 MiB shapes: occupancy {min(occupancy):.0%} to {max(occupancy):.0%}, share of the ceiling "
+      f"{min(share):.0%} to {max(share):.0%}")
 print("holding gamma and beta (persistent) against re-reading them (fused):")
 for shape, got in held.items():
     f, p = got["fused"], got["persistent"]
@@ -215,14 +264,11 @@ for shape, got in held.items():
 # what it keeps on chip would otherwise come from DRAM (the RNN's weights, lesson 05), not when the caches
 # already keep it.
 #
-# The table also says what registers do *not* explain. At 8192 columns `fused` has the highest occupancy of
-# the 256 MiB shapes, yet the lowest share of the ceiling among them (the 1000-column shape moves a quarter
-# of the bytes, where a launch's fixed costs weigh more, for torch too): a row there is one block of 512 threads, so an SM works on
-# only a few rows at once, and each block loads its row, then waits at the barriers of two block
-# reductions, then stores, with no load of its own in flight in between. With many small blocks (a row per
-# 64 threads at 1024 columns) some block is always loading. That is a reading of the table, not a
-# measurement: Nsight Compute's stall reasons (`kernels-lab profile layernorm --ncu`) would show the barrier
-# stalls if it is right.
+# The table also says where registers do *not* matter. `fused` runs between about two thirds and three
+# quarters occupancy at the 256 MiB shapes and reaches nearly the copy ceiling at each of them: past some
+# number of resident warps, enough bytes are in flight, and more residency buys nothing. (The 1000-column
+# shape moves a quarter of the bytes, where a launch's fixed costs weigh more, for torch too.) Occupancy is
+# a cause only below that point, as for the cluster kernels above.
 #
 # ## Summary
 # - Layernorm is two dependent reductions (mean, then variance) and an elementwise step with weights:
@@ -230,6 +276,8 @@ for shape, got in held.items():
 # - Compute the variance from deviations: E[x^2] - mean^2 cancels in float32 for rows far from 0.
 # - In one pass, carry (n, mean, M2) and merge partials with Welford and Chan's rule: it folds in one
 #   element, merges lanes and blocks, and never forms a sum of squares.
+# - A store pattern can cost more than a statistic: a warp whose threads store one float each, 16 bytes
+#   apart, writes every sector four times (ncu counts it); 16-byte stores write it once.
 # - Weights every row shares can stay in registers across rows in a persistent kernel, at a price in
 #   registers that the compiler reports (ptxas -v) and occupancy follows; measure it: here the caches
 #   already keep them, and holding them is no faster at any shape.
