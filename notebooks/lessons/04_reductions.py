@@ -632,6 +632,43 @@ for name in ("ncu_softmax_cluster_2048x32768_h100.csv", "ncu_softmax_cluster_512
 # not built here.
 
 # %% [markdown]
+# ### The same row read once: cross-entropy
+# A language model's loss reads a row of logits per token, as wide as the vocabulary, and writes one float:
+# `loss = m + log d - x[label]`, with (m, d) the row's online pair. It is softmax without the second pass over
+# the row, so a row split over k blocks needs no block to wait: each publishes its pair and the last to arrive
+# combines them (`kernels_lab/topics/softmax/cross_entropy.py`: `fused`, `split`; `cross_entropy_cluster.py`:
+# the pairs met in DSMEM). Nothing per element is written back, so the limit is how fast the GPU *reads*: the
+# read ceiling, measured in the same run by a kernel that only reads. `kernels-lab bench cross_entropy`, 256 MiB
+# of logits at every width, against torch's `F.cross_entropy` (eager: it writes the whole `log_softmax` before
+# it picks one value a row) and the same call through `torch.compile`:
+
+# %%
+ce_run = lessons.committed("cross_entropy_h100.json")
+read = ce_run["meta"]["read_ceiling_GBs"]
+ce_lines = ("fused", "split", "cluster", "torch.cross_entropy", "torch.compile")
+by_cols = {}
+for r in ce_run["records"]:
+    if r.get("time_ms") and r["line"] in ce_lines:
+        by_cols.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+print(f"{ce_run['meta']['device']}, read ceiling {read:.0f} GB/s; share of it (GB/s of x read / the ceiling):")
+print(f"{'rows x cols':<15}" + "".join(f"{n:>20}" for n in ce_lines) + "   best / torch eager")
+for (rows, cols), got in sorted(by_cols.items(), key=lambda kv: kv[0][1]):
+    best = min((n for n in ce_lines[:3] if n in got), key=lambda n: got[n]["time_ms"])
+    print(f"{rows:>5} x {cols:<7}" + "".join(f"{got[n]['GBs_useful'] / read:>20.2f}" if n in got else f"{'-':>20}"
+                                         for n in ce_lines)
+          + f"   {best} {got['torch.cross_entropy']['time_ms'] / got[best]['time_ms']:.1f}x")
+
+# %% [markdown]
+# ![every cross-entropy line as a share of the read ceiling](../figures/cross_entropy_h100_read.png)
+#
+# `split` is the fastest of ours at every width of this run and stays close to flat out to 262144 columns,
+# while one block a row (`fused`) falls at the widest rows, and the DSMEM exchange (`cluster`) buys nothing
+# over the global one here either. None of them reads at the ceiling. At 50257 columns (most rows start
+# off a 16-byte boundary) `fused` and `cluster` dip and `split` does not;
+# not investigated here. `torch.compile` falls at the widest row, where its run logged that Inductor split
+# the reduction and dropped its online softmax.
+
+# %% [markdown]
 # ### Exercise 4: the cluster's combine
 # Write `cluster_combine(pair_m, pair_d)` for the grader's exercise `cluster_combine`: a device function that
 # every thread of every block of a cluster calls, after thread 0 has written its block's pair to `pair_m[0]`,

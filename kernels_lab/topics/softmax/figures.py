@@ -25,6 +25,7 @@ from .workload import FUSED_MAX_COLS
 
 COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "persistent": "#2ca02c",
           "online": "#9467bd", "split": "#17becf", "cluster": "#bcbd22", "torch.softmax": "#333333",
+          "torch.cross_entropy": "#333333",
           "torch.compile": "#999999"}
 REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online", "split", "cluster")
 
@@ -231,7 +232,7 @@ def read_widths(doc: dict[str, Any], out_dir: str | Path, stem: str = "cross_ent
         pts = sorted((r for r in recs if r["line"] == name), key=lambda r: r["size"]["cols"])
         anchor = pts[0]["pattern"] == "anchor"
         ax.plot([r["size"]["cols"] for r in pts], [r["GBs_useful"] / (read or 1) for r in pts],
-                ":" if anchor else "o-", marker="s" if anchor else "o", ms=4, lw=1.2,
+                ls=":" if anchor else "-", marker="s" if anchor else "o", ms=4, lw=1.2,
                 color=COLORS.get(name, "#999999"), label=name)
     if read:
         ax.axhline(1.0, color="black", ls="--", lw=1, label=f"read ceiling {read:.0f} GB/s")
