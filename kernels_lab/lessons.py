@@ -161,6 +161,13 @@ def committed(name: str) -> dict[str, Any]:
     return results.load(DATA / name)
 
 
+def committed_ncu(name: str) -> dict[str, dict[str, float | str]]:
+    """A committed Nsight Compute CSV from figures/data/ (its first lines: the command and the device), as
+    {kernel: {metric: value}} (instrument.ncu.section_metrics)."""
+    from .instrument.ncu import section_metrics
+    return section_metrics((DATA / name).read_text())
+
+
 def live() -> bool:
     return ON_GPU
 

@@ -258,3 +258,17 @@ def test_the_recheck_cuts_only_the_inputs_indexed_by_row_even_at_a_square_size()
     wrong = right.copy()
     wrong[-1, 5] += 1  # the last window always includes the last row
     assert "out[" in recheck(LN, size, inputs, lambda w: {"out": wrong[w]}, np.random.default_rng(0), None)
+
+
+def test_best_registered_is_the_fastest_checked_registered_line_at_each_size():
+    from kernels_lab.profile.study import best_registered
+
+    def rec(line, cols, ms, registered=True, checked=True, group="g"):
+        return {"line": line, "size": {"rows": 4, "cols": cols}, "time_ms": ms, "registered": registered,
+                "checked": checked, "group": group}
+    records = [rec("fused", 8, 2.0), rec("split", 8, 1.5), rec("v16", 8, 1.0, registered=False),
+               rec("wrong", 8, 0.5, checked=False), rec("torch", 8, 0.1, registered=False),
+               rec("fused", 16, 3.0), rec("split", 16, None), rec("split", 16, 0.2, group="other")]
+    best = best_registered(records, "g")
+    assert {size: r["line"] for size, r in best.items()} == {(4, 8): "split", (4, 16): "fused"}
+    assert best_registered(records)[4, 16]["line"] == "split"  # every group

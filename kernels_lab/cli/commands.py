@@ -231,6 +231,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         run = run_study(study, args.json, command=args.command_line, reps=args.reps, ncu=args.ncu,
                         check_only=args.check)
         print(table(run.records))
+        if study.report is not None and any(r.get("time_ms") is not None for r in run.records):
+            print(study.report(results.load(args.json)))
         for what, why in run.skipped.items():
             print(f"skipped {what}: {why}")
         for p in run.problems:

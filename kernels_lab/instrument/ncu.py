@@ -87,6 +87,27 @@ def parse_csv(text: str) -> list[KernelMetrics]:
                           e.get(METRICS[2], 0.0)) for e in (launches[i] for i in order)]
 
 
+def section_metrics(text: str) -> dict[str, dict[str, float | str]]:
+    """Every metric of an `ncu --csv --section ...` run, as printed: {Python kernel name: {metric name: value}}
+    (a number as a float, in the unit ncu printed; text such as a cache policy kept as text). The marker kernels
+    are left out; a kernel launched twice keeps its last launch's values. '#' lines (the command and the device,
+    in a committed file) and ncu's own '==' lines are skipped."""
+    kept = "".join(line for line in text.splitlines(True) if not line.startswith(("#", "==")))
+    found: dict[str, dict[str, float | str]] = {}
+    for row in csv.DictReader(io.StringIO(kept)):
+        if MARKER in row["Kernel Name"] or not row["Metric Name"]:  # a marker; a rule's row with no metric
+            continue
+        value = row["Metric Value"].replace(",", "")
+        try:
+            number: float | str = float(value)
+        except ValueError:
+            number = row["Metric Value"]
+        found.setdefault(python_name(row["Kernel Name"]), {})[row["Metric Name"]] = number
+    if not found:
+        raise NcuError("the ncu CSV holds no kernel's metrics (was any kernel profiled?)")
+    return found
+
+
 def split_by_variant(kernels: list[KernelMetrics], variants: list[str]) -> dict[str, list[KernelMetrics]]:
     """Marker launches separate the variants, in the order the child ran them."""
     groups: list[list[KernelMetrics]] = []

@@ -148,6 +148,9 @@ class Study:
     meta()              more fields for the results file's meta
     ceiling             what of_ceiling divides by: "copy" (bytes read + written) or "read" (bytes read; the
                         meta then holds both, read_ceiling_GBs beside ceiling_GBs)
+    report(doc)         the run's report beyond the table, as text, from its results file ({"meta", "records"}):
+                        the topic's ratios and its goals, met or missed (printed by `kernels-lab bench NAME` after
+                        the table; never by a lesson or a demo)
     """
 
     workload: Workload
@@ -167,6 +170,7 @@ class Study:
     meta: Callable[[], dict[str, Any]] | None = None
     ceiling: str = "copy"
     about: str = ""
+    report: Callable[[dict[str, Any]], str] | None = None
 
     @property
     def name(self) -> str:
@@ -531,6 +535,18 @@ def studies() -> dict[str, Study]:
     from .. import topics
     topics.load()  # the workloads first, in the topics' order, as every command finds them
     return {s.name: s for m in topics.modules("study") for s in getattr(m, "STUDIES", (m.STUDY,))}
+
+
+def best_registered(records: Iterable[dict[str, Any]], group: str | None = None) -> dict[tuple, dict[str, Any]]:
+    """The fastest registered line at each size of a study's results (one-pass clock; checked and timed records
+    only, of `group` where given): {size as a tuple of its values: that line's record}."""
+    best: dict[tuple, dict[str, Any]] = {}
+    for r in records:
+        if r.get("registered") and r.get("time_ms") and r["checked"] and (group is None or r["group"] == group):
+            key = tuple(r["size"].values())
+            if key not in best or r["time_ms"] < best[key]["time_ms"]:
+                best[key] = r
+    return best
 
 
 def table(records: Iterable[dict[str, Any]]) -> str:

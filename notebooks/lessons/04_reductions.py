@@ -606,20 +606,13 @@ for p in probe["probes"]:
 # the command is in each file's first line): how busy DRAM was, and how many warps each SM could hold.
 
 # %%
-import csv
-
 for name in ("ncu_softmax_cluster_2048x32768_h100.csv", "ncu_softmax_cluster_512x131072_h100.csv"):
-    rows_ = [line for line in (lessons.DATA / name).read_text().splitlines() if line.startswith('"')]
-    kernels = {}
-    for r in csv.DictReader(rows_):
-        if "ncu_variant_marker" not in r["Kernel Name"]:  # the markers between variants are not softmax
-            kernels.setdefault(r["Kernel Name"].split("[")[0], {})[r["Metric Name"]] = r["Metric Value"]
     print(name.split("_")[3].replace("x", " x "))
-    for kernel, m in kernels.items():
-        cluster = f"a cluster of {m['Cluster Size']}" if m["Cluster Size"] != "0" else "no cluster"
-        print(f"  {kernel.split('::')[-1]}: {m['Registers Per Thread']} registers x {m['Block Size']} threads, "
-              f"{cluster}\n      DRAM {m['DRAM Throughput']}% of peak; occupancy {m['Achieved Occupancy']}% of a possible "
-              f"{m['Theoretical Occupancy']}% (registers: {m['Block Limit Registers']} blocks an SM)")
+    for kernel, m in lessons.committed_ncu(name).items():  # {kernel: {metric: value}}; the markers left out
+        cluster = f"a cluster of {m['Cluster Size']:g}" if m["Cluster Size"] else "no cluster"
+        print(f"  {kernel}: {m['Registers Per Thread']:g} registers x {m['Block Size']:g} threads, "
+              f"{cluster}\n      DRAM {m['DRAM Throughput']:g}% of peak; occupancy {m['Achieved Occupancy']:g}% of a "
+              f"possible {m['Theoretical Occupancy']:g}% (registers: {m['Block Limit Registers']:g} blocks an SM)")
 
 # %% [markdown]
 # Read it with lesson 01's Little's law: a kernel that streams needs enough bytes in flight per SM. Both
@@ -667,6 +660,41 @@ for (rows, cols), got in sorted(by_cols.items(), key=lambda kv: kv[0][1]):
 # off a 16-byte boundary) `fused` and `cluster` dip and `split` does not;
 # not investigated here. `torch.compile` falls at the widest row, where its run logged that Inductor split
 # the reduction and dropped its online softmax.
+
+# %% [markdown]
+# ### The same studies on an H200
+# Both studies ran again on an H200 (`figures/data/softmax_h200.json`, `cross_entropy_h200.json`: the same
+# commands). Its memory is faster (compare the two ceilings) and it has the same 132 SMs. Per width, our
+# fastest registered line on each GPU: its share of that GPU's ceiling, and torch's time over its time:
+
+# %%
+from kernels_lab.profile.study import best_registered
+
+for study, group in (("softmax", "sweep"), ("cross_entropy", "vocab")):
+    runs = {gpu: lessons.committed(f"{study}_{gpu}.json") for gpu in ("h100", "h200")}
+    best = {gpu: best_registered(doc["records"], group) for gpu, doc in runs.items()}
+    ceiling = "read_ceiling_GBs" if study == "cross_entropy" else "ceiling_GBs"
+    print(f"{study}: " + ", ".join(f"{doc['meta']['device'].split(' (')[0]} {ceiling.removesuffix('_GBs').replace('_', ' ')}"
+                                    f" {doc['meta'][ceiling]:.0f} GB/s" for doc in runs.values()))
+    print(f"{'rows x cols':<16}" + "".join(f"{gpu.upper() + ': best, share, vs torch':>34}" for gpu in runs))
+    for rows, cols in sorted(best["h100"], key=lambda size: size[1]):
+        if cols < 8192 or (rows, cols) not in best["h200"]:
+            continue  # the long rows: where one block cannot hold a row
+        print(f"{rows:>6} x {cols:<7}" + "".join(
+            f"{b[rows, cols]['line']:>18}{b[rows, cols]['of_ceiling']:8.2f}{b[rows, cols]['vs_anchor']:7.2f}x"
+            for b in best.values()))
+
+# %% [markdown]
+# ![softmax by row width on the H200](../figures/softmax_h200_cols.png)
+# ![cross-entropy on the H200](../figures/cross_entropy_h200_read.png)
+#
+# Read the share columns: the same kernels reach a smaller share of the H200's ceiling than of the H100's,
+# and the lead over torch holds. Lesson 01's Little's law says why: at the same latency, a faster memory
+# needs more bytes in flight per SM to stay busy, by the ratio of the two ceilings, while our kernels keep
+# the same bytes in flight on both GPUs (the same registers a thread, the same occupancy: the Nsight rows
+# above). The winner at a width can change from one GPU to the other. Closing the gap on the H200 takes
+# more bytes in flight a thread with fewer registers (bulk asynchronous copies into shared memory, as above),
+# not a different exchange.
 
 # %% [markdown]
 # ### Exercise 4: the cluster's combine

@@ -476,6 +476,17 @@ for v in ("megakernel", "megakernel_db"):
     print(f"{v:<14} a layer every {np.median(np.diff(ends)):5.1f} us (median, its own stamps)")
 
 # %% [markdown]
+# The same study ran on an H200 (`figures/data/decode_h200.json`, the same command), a GPU with faster
+# memory and a larger L2; at hidden 4096 the same four lines, as a share of that GPU's copy ceiling:
+
+# %%
+h200 = figures.as_drawn(lessons.committed("decode_h200.json"))
+at = {r["variant"]: r for r in h200["records"]
+      if (r["size"]["hidden"], r["size"]["layers"], r["size"]["batch"]) == (4096, 8, 1) and r.get("of_ceiling")}
+print(f"{h200['meta']['device']}, hidden 4096, 8 layers, batch 1, of the copy ceiling: "
+      + ", ".join(f"{v} {at[v]['of_ceiling']:.2f}" for v in kinds))
+
+# %% [markdown]
 # Two tiles in flight per block close most of the gap to `graph_pdl`. Asking L2 for more tiles beyond the
 # two made it no faster (`megakernel_db_p2`) or slower (`_p4`), and asking for none was fastest, within a
 # hair of `graph_pdl`: `megakernel_db_p0`, registered as a variant of the workload. The table shows that
@@ -505,20 +516,22 @@ for v in ("megakernel", "megakernel_db"):
 # (`kernels-lab bench block_chain`; ratios are the other line's time over this one's, above 1: faster):
 
 # %%
-from kernels_lab.topics.block_chain.bench import tables as chain_tables
+from kernels_lab.topics.block_chain.figures import tables as chain_tables
 chain = lessons.committed("block_chain_h200.json")
-print(chain_tables([r for r in chain["records"] if r.get("us_per_pass")]))
+print(chain["meta"]["device"], "|", chain["meta"]["command"])
+print(chain_tables([r for r in chain["records"] if r.get("us_per_pass") and r["group"] != "grid"]))  # grid: below
 
 # %% [markdown]
 # ![block chain: a kernel boundary per layer against a counter per tile](../figures/block_chain_h200_time.png)
 #
-# Read the ratios: where only a few tiles are waited on, the marked megakernel beats graph + PDL at hidden
-# 1024 and every megakernel beats torch's CUDA graph by more than 2x; at hidden 2048 its cost per layer
-# (the slope from 1 to 8 layers) grows while graph + PDL's stays flat, and the lead shrinks to a few percent.
-# With one layer the single fused kernel wins: there is no boundary to save, and a persistent grid pays for
-# its size.
+# Read the ratio columns at 8 layers: where a tile waits on three tiles, not a layer, the marked megakernel
+# beats graph + PDL at both widths and torch's CUDA graph by more; the counter megakernel beats torch's
+# graph but only ties graph + PDL (after its poll it reads the inputs again: a second trip to L2 that the
+# marked kernel's poll already made). The second table splits a pass: the marked kernel's cost per layer
+# (the slope from 1 to 8 layers) is the lowest of all, and grows a little with the width. With one layer
+# the single fused kernel wins: there is no boundary to save, and a persistent grid pays for its size.
 #
-# **Why the lead shrinks with the width: the grid sweep.** A second run, on an H100 (`kernels-lab bench
+# **Why a layer costs more at the wider width: the grid sweep.** A second run, on an H100 (`kernels-lab bench
 # block_chain --group grid`), put both megakernels on their full grid (a block for every (layer, tile)
 # where that many fit at once, every one loading its weights and then waiting) and on 1/2 and 1/4 of it,
 # where each block runs 2 or 4 tiles of a layer in turn, beside graph + PDL, at 1 and 8 layers. The cost
@@ -596,8 +609,7 @@ for h in (1024, 2048):
           f"{steady['graph_pdl', h, 8] / m:.2f}x, torch's CUDA graph / it {steady['torch_graph', h, 8] / m:.2f}x")
 
 # %% [markdown]
-# On that run the marked megakernel keeps its lead at hidden 2048 too; in the H200 table above (another GPU,
-# another day) it shrank. Two runs on two GPUs, not a law. Not tried here:
+# The two GPUs agree: the marked megakernel leads graph + PDL at both widths on each. Not tried here:
 # placing fewer blocks (a block that runs the tiles of several layers, polling for a later one only when
 # its turn is near), which the fill column says is where the width's cost is.
 #

@@ -181,24 +181,11 @@ for r in recheck["records"]:
 # path (ncu's *L2 Compression Input Sectors*) per sector of the output: 1.0 is every sector written once.
 
 # %%
-import csv
-import io
-
-def ncu_kernels(name):
-    """{kernel: {metric: value}} from a committed ncu CSV (its '#' lines are the command and the device)."""
-    text = (lessons.DATA / name).read_text()
-    found = {}
-    for row in csv.DictReader(io.StringIO("".join(l for l in text.splitlines(True) if not l.startswith("#")))):
-        if "ncu_variant_marker" not in row["Kernel Name"]:
-            found.setdefault(row["Kernel Name"].split("[")[0].split("::")[-1], {})[row["Metric Name"]] = \
-                float(row["Metric Value"].replace(",", "")) if row["Metric Value"][:1].isdigit() else row["Metric Value"]
-    return found
-
 print(f"{'rows x cols':<14}{'kernel':<38}{'us':>5}{'DRAM %':>7}{'regs':>5}{'occupancy':>10}{'L1 hit':>7}{'L2 hit':>7}"
       f"{'L2 writes':>10}")
 for rows, cols in ((8192, 8192), (2048, 32768)):
     out_sectors = rows * cols * 4 / 32
-    for kernel, m in ncu_kernels(f"ncu_layernorm_{rows}x{cols}_h100.csv").items():
+    for kernel, m in lessons.committed_ncu(f"ncu_layernorm_{rows}x{cols}_h100.csv").items():
         print(f"{rows:>6} x {cols:<6}{kernel:<38}{m['Duration'] / 1e3:5.0f}{m['DRAM Throughput']:7.0f}"
               f"{m['Registers Per Thread']:5.0f}{m['Achieved Occupancy']:9.0f}%{m['L1/TEX Hit Rate']:6.0f}%"
               f"{m['L2 Hit Rate']:6.0f}%{m['L2 Compression Input Sectors'] / out_sectors:10.2f}")

@@ -1,7 +1,8 @@
-"""What the block chain draws: STEM_time.png, us per pass of every line (ours and torch's) at each hidden size,
-from the study's records (study.py, bench.py: the steady clock, passes back to back); STEM_tiles.png, one
-megakernel pass tile by tile from its %globaltimer stamps (stamps.py);
-benchmarks/render_figures.py finds it in FIGURES."""
+"""What the block chain draws and prints: STEM_time.png, us per pass of every line (ours and torch's) at each
+hidden size, from the study's records (study.py: the steady clock, passes back to back); STEM_tiles.png, one
+megakernel pass tile by tile from its %globaltimer stamps (stamps.py); `tables`, the same numbers as text (lesson
+07 prints them), and `targets`, the issue's goals (`kernels-lab bench block_chain` prints both after its table);
+benchmarks/render_figures.py finds the figures in FIGURES."""
 
 from __future__ import annotations
 
@@ -76,6 +77,56 @@ def tiles_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
     axes.flat[0].legend(fontsize=7, loc="lower right")
     source_note(fig, doc["meta"])
     return [save(fig, Path(out) / f"{stem}_tiles.png")]
+
+
+MEGAKERNELS = ("megakernel", "megakernel_marked")
+
+
+def _at(records: list[dict[str, Any]], hidden: int, layers: int, line: str) -> dict[str, Any] | None:
+    return next((r for r in records if r["line"] == line and r["size"]["hidden"] == hidden
+                 and r["size"]["layers"] == layers and r.get("us_per_pass") and r["checked"] is not False), None)
+
+
+def tables(records: list[dict[str, Any]]) -> str:
+    """Every line's times and the per-layer slope, as text (a lesson prints this; the ratios are its columns)."""
+    lines = list(dict.fromkeys(r["line"] for r in records))
+    sizes = list(dict.fromkeys((r["size"]["hidden"], r["size"]["layers"]) for r in records))
+    w = max((len(line) for line in lines), default=4)  # the longest line's name sets the column
+    out = [f"{'hidden':>6} {'layers':>6} {'line':<{w}} {'us/pass':>8} {'us/layer':>8} {'1 pass':>8} "
+           f"{'graph_pdl/':>10} {'torch_graph/':>12}"]
+    for hidden, layers in sizes:
+        pdl, tg = _at(records, hidden, layers, "graph_pdl"), _at(records, hidden, layers, "torch_graph")
+        for line in lines:
+            if (r := _at(records, hidden, layers, line)) is None:
+                continue
+            ratio = (lambda ref: f"{ref['us_per_pass'] / r['us_per_pass']:.2f}x" if ref else "-")
+            out.append(f"{hidden:>6} {layers:>6} {line:<{w}} {r['us_per_pass']:>8.2f} {r['us_per_layer']:>8.2f} "
+                       f"{r['latency_us']:>8.1f} {ratio(pdl):>10} {ratio(tg):>12}")
+    out += ["", "per layer, (t_8 - t_1) / 7, and a pass's fixed cost, t_1 - per layer (steady state, us):",
+            f"{'hidden':>6} {'line':<{w}} {'per layer':>9} {'fixed':>7}"]
+    for hidden in dict.fromkeys(h for h, _ in sizes):
+        for line in lines:
+            one, eight = _at(records, hidden, 1, line), _at(records, hidden, 8, line)
+            if one and eight:
+                slope = (eight["us_per_pass"] - one["us_per_pass"]) / 7
+                out.append(f"{hidden:>6} {line:<{w}} {slope:>9.2f} {one['us_per_pass'] - slope:>7.2f}")
+    return "\n".join(out)
+
+
+def targets(records: list[dict[str, Any]]) -> str:
+    """Issue 34 item 2's goals, met or missed: the project's business, printed by `kernels-lab bench block_chain`
+    (the study's report), never by a lesson."""
+    sizes = list(dict.fromkeys((r["size"]["hidden"], r["size"]["layers"]) for r in records))
+    out = ["issue 34 item 2, 8 layers: a megakernel >= 1.2x graph_pdl and >= 2x torch's CUDA graph"]
+    for hidden in dict.fromkeys(h for h, _ in sizes):
+        for mega in MEGAKERNELS:
+            if (mk := _at(records, hidden, 8, mega)) is None:
+                continue
+            for ref, goal in (("graph_pdl", 1.2), ("torch_graph", 2.0)):
+                if r := _at(records, hidden, 8, ref):
+                    x = r["us_per_pass"] / mk["us_per_pass"]
+                    out.append(f"  hidden {hidden}: {ref} / {mega} = {x:.2f}x ({'met' if x >= goal else 'missed'})")
+    return "\n".join(out)
 
 
 FIGURES = {"study:block_chain": time_figure, "tile_stamps": tiles_figure}

@@ -1,7 +1,7 @@
-"""The block chain's study (`kernels-lab bench block_chain`, or bench.py for the tables): every variant at
-hidden 1024 and 2048, groups of 32, 8 layers and 1 layer, against torch's eager loop, that loop in a torch
-CUDA graph and (hidden 1024, 8 layers only: it compiles for tens of seconds) torch.compile(mode="reduce-overhead")
-of it. TF32 off: float32, as ours.
+"""The block chain's study (`kernels-lab bench block_chain`: its table, then every line's us per pass and the
+issue's goals, from figures.py): every variant at hidden 1024 and 2048, groups of 32, 8 layers and 1 layer,
+against torch's eager loop, that loop in a torch CUDA graph and (hidden 1024, 8 layers only: it compiles for tens
+of seconds) torch.compile(mode="reduce-overhead") of it. TF32 off: float32, as ours.
 """
 
 from __future__ import annotations
@@ -98,6 +98,12 @@ def derive(rec: dict[str, Any]) -> dict[str, Any]:
             "us_per_layer": steady / rec["size"]["layers"] if steady else None}
 
 
+def report(doc: dict[str, Any]) -> str:
+    """us per pass and per layer of every line, the per-layer slope, and the issue's goals at 8 layers."""
+    from .figures import tables, targets  # matplotlib only when a run reports
+    return f"{tables(doc['records'])}\n\n{targets(doc['records'])}"
+
+
 def _sizes(layers: int) -> tuple[Size, ...]:
     return tuple(W.size(hidden=h, layers=layers, group=GROUP) for h in HIDDEN)
 
@@ -126,5 +132,6 @@ STUDY = Study(
     anchors=ANCHORS,
     derive=derive,
     meta=lambda: {"l2_bytes": BACKEND.facts().l2_bytes, "sm_count": BACKEND.facts().sm_count},
+    report=report,
     about="locally connected layers at hidden 1024 and 2048: a kernel boundary per layer against a counter per tile",
 )
