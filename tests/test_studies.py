@@ -272,3 +272,10 @@ def test_best_registered_is_the_fastest_checked_registered_line_at_each_size():
     best = best_registered(records, "g")
     assert {size: r["line"] for size, r in best.items()} == {(4, 8): "split", (4, 16): "fused"}
     assert best_registered(records)[4, 16]["line"] == "split"  # every group
+
+
+def test_the_ceiling_sizes_say_why_they_cannot_run_on_the_simulator(tmp_path, capsys):
+    from kernels_lab.profile import ceiling_sizes
+    assert ceiling_sizes.main([str(tmp_path / "c.json")]) == 2
+    assert "need a GPU" in capsys.readouterr().err and not (tmp_path / "c.json").exists()
+    assert ceiling_sizes.main([]) == 2 and "OUT.json" in capsys.readouterr().out  # its usage

@@ -11,7 +11,8 @@ bytes_dram_write, time_ms_q1, time_ms_q3, host_us_per_launch; launch-ladder reco
 "kind": "consumer_poll" (and the host's payload copies "kind": "host_copy"), PDL records
 "kind": "pdl" (and "pdl_window": one PDL group under each CUDA_DEVICE_MAX_CONNECTIONS), kernel
 timelines "kind": "timeline", a demo's wall time from the command line "kind": "demo_time", a block_chain
-megakernel's %globaltimer stamps per tile "kind": "tile_stamps" (topics/block_chain/stamps.py), and a topic's
+megakernel's %globaltimer stamps per tile "kind": "tile_stamps" (topics/block_chain/stamps.py), the ceilings
+against the bytes of a pass "kind": "ceiling_size" (profile/ceiling_sizes.py), and a topic's
 study (profile/study.py, `kernels-lab bench NAME`) "kind": "study" (REQUIRED_BY_KIND). A study record
 names its three rates apart: GBs_model (the line's planned bytes), GBs_useful (the bytes the problem must
 move) and GBs_weight (the weights' bytes); the older kinds' "GBs" is one of these, each file its own
@@ -46,6 +47,7 @@ REQUIRED_BY_KIND = {  # records of other kinds than a variant measurement carry 
     "pdl_window": ("kind", "variant", "G", "size_class", "max_connections", "members_at_once", "e2e_us", "timeline"),
     "demo_time": ("kind", "demo", "wall_s", "rc"),
     "tile_stamps": ("kind", "workload", "line", "size", "phases_us", "done_us", "span_us", "pass_us"),
+    "ceiling_size": ("kind", "what", "bytes", "time_ms", "time_ms_steady", "GBs", "GBs_steady"),
     "cluster_probe": ("kind", "workload", "cols", "rows", "version", "median_ms", "GBs", "of_ceiling", "vs_torch"),
     "study": ("kind", "workload", "group", "line", "variant", "registered", "pattern", "n", "size", "launches",
               "bytes_model", "bytes_useful", "bytes_weight", "checked", "time_ms", "time_ms_steady", "GBs_model",

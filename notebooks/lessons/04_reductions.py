@@ -673,16 +673,19 @@ from kernels_lab.profile.study import best_registered
 for study, group in (("softmax", "sweep"), ("cross_entropy", "vocab")):
     runs = {gpu: lessons.committed(f"{study}_{gpu}.json") for gpu in ("h100", "h200")}
     best = {gpu: best_registered(doc["records"], group) for gpu, doc in runs.items()}
-    ceiling = "read_ceiling_GBs" if study == "cross_entropy" else "ceiling_GBs"
-    print(f"{study}: " + ", ".join(f"{doc['meta']['device'].split(' (')[0]} {ceiling.removesuffix('_GBs').replace('_', ' ')}"
-                                    f" {doc['meta'][ceiling]:.0f} GB/s" for doc in runs.values()))
-    print(f"{'rows x cols':<16}" + "".join(f"{gpu.upper() + ': best, share, vs torch':>34}" for gpu in runs))
+    kind, key = ("read", "read_ceiling_GBs") if study == "cross_entropy" else ("copy", "ceiling_GBs")
+    print(f"{study}, share of the {kind} ceiling: "
+          + ", ".join(f"{doc['meta']['device'].split(' (')[0]} {doc['meta'][key]:.0f} GB/s" for doc in runs.values()))
+    print(f"{'rows x cols':<15}" + "".join(f"{gpu.upper() + ': best  1 pass  steady  vs torch':>40}" for gpu in runs))
     for rows, cols in sorted(best["h100"], key=lambda size: size[1]):
         if cols < 8192 or (rows, cols) not in best["h200"]:
             continue  # the long rows: where one block cannot hold a row
-        print(f"{rows:>6} x {cols:<7}" + "".join(
-            f"{b[rows, cols]['line']:>18}{b[rows, cols]['of_ceiling']:8.2f}{b[rows, cols]['vs_anchor']:7.2f}x"
-            for b in best.values()))
+        cells = []
+        for gpu, b in best.items():
+            r, ceiling = b[rows, cols], runs[gpu]["meta"][key]
+            steady = r["bytes_useful"] / (r["time_ms_steady"] * 1e6) / ceiling
+            cells.append(f"{r['line']:>16}{r['of_ceiling']:8.2f}{steady:8.2f}{r['vs_anchor']:7.2f}x")
+        print(f"{rows:>6} x {cols:<7}" + "".join(cells))
 
 # %% [markdown]
 # ![softmax by row width on the H200](../figures/softmax_h200_cols.png)
