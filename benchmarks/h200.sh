@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the lent H200: ./benchmarks/h200.sh STEP... ; results land in $OUT.
-# Steps: env tests demo ncu profile ladder consumer polls pdl pdl-window decode timeline demos notebooks grade grade-lessons
+# Steps: env tests demo ncu profile ceiling-sizes ladder consumer polls pdl pdl-window decode timeline demos notebooks grade grade-lessons
 #        probe render, and a study by its name: elementwise layernorm softmax cross_entropy rnn block_chain, and decode
 #        after its GPU tests (kernels-lab bench NAME; `kernels-lab bench --list` names every study)
 # (render needs no GPU: after copying $OUT's results into figures/data/ as NAME_<gpu>.json (h200, h100: the GPU its meta names), it redraws
@@ -32,6 +32,8 @@ for step in "$@"; do
       $py -m kernels_lab.cli profile elementwise --ncu --json "$OUT/profile_elementwise.json" 2>&1 | grep -v Warn ;;
     elementwise|layernorm|softmax|cross_entropy|rnn|block_chain)  # a topic's study: every number its lesson and the README quote
       $py -m kernels_lab.cli bench $step --json "$OUT/$step.json" 2>&1 | grep -v Warn ;;
+    ceiling-sizes)  # the read and copy kernels at 64 MiB, 256 MiB (a study's pass) and 1 GiB (the ceilings'), both clocks
+      $py -m kernels_lab.profile.ceiling_sizes "$OUT/ceiling_sizes.json" 2>&1 | grep -v Warn ;;
     ladder)
       $py -m kernels_lab.cli bench launch --json "$OUT/ladder.json" ;;
     consumer)

@@ -691,13 +691,20 @@ for study, group in (("softmax", "sweep"), ("cross_entropy", "vocab")):
 # ![softmax by row width on the H200](../figures/softmax_h200_cols.png)
 # ![cross-entropy on the H200](../figures/cross_entropy_h200_read.png)
 #
-# Read the share columns: the same kernels reach a smaller share of the H200's ceiling than of the H100's,
-# and the lead over torch holds. Lesson 01's Little's law says why: at the same latency, a faster memory
-# needs more bytes in flight per SM to stay busy, by the ratio of the two ceilings, while our kernels keep
-# the same bytes in flight on both GPUs (the same registers a thread, the same occupancy: the Nsight rows
-# above). The winner at a width can change from one GPU to the other. Closing the gap on the H200 takes
-# more bytes in flight a thread with fewer registers (bulk asynchronous copies into shared memory, as above),
-# not a different exchange.
+# Read the columns in pairs. **1 pass** is the study's share (one launch timed alone, L2 cold); **steady** is
+# the same line run back to back, where one pass's launch and drain overlap the next. They agree for softmax,
+# whose pass reads and writes 256 MiB. For cross-entropy, whose pass only reads, steady is clearly higher:
+# a fixed cost per pass (the launch the events see, the grid filling the GPU, the last blocks finishing
+# alone) is a visible part of so short a pass, and the ceilings it is divided by were measured on 1 GiB,
+# four passes' worth, where that cost weighs a quarter as much.
+#
+# Across the GPUs, the same kernels reach a smaller share of the H200's ceiling than of the H100's on both
+# clocks, and the lead over torch holds. Lesson 01's Little's law says why: at the same latency, a faster
+# memory needs more bytes in flight per SM to stay busy, by the ratio of the two ceilings, while our kernels
+# keep the same bytes in flight on both GPUs (the same registers a thread, the same occupancy: the Nsight
+# rows above). The winner at a width can change from one GPU to the other. Closing the gap on the H200
+# takes more bytes in flight a thread with fewer registers (bulk asynchronous copies into shared memory, as
+# above), not a different exchange.
 
 # %% [markdown]
 # ### Exercise 4: the cluster's combine
