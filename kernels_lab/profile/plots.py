@@ -288,6 +288,25 @@ def demo_times(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: st
     return save(fig, path)
 
 
+def ceiling_sizes(records: Sequence[dict[str, Any]], meta: dict[str, Any], path: str | Path) -> Path:
+    """profile/ceiling_sizes.py: the read and copy kernels' GB/s against the size of x, on both clocks."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for what, color in (("read", "#1f77b4"), ("copy", "#ff7f0e")):
+        mine = sorted((r for r in records if r["what"] == what), key=lambda r: r["floats"])
+        mib = [4 * r["floats"] / 2 ** 20 for r in mine]
+        ax.plot(mib, [r["GBs"] for r in mine], "o-", color=color, label=f"{what}: one pass, L2 cold")
+        ax.plot(mib, [r["GBs_steady"] for r in mine], "s--", color=color, label=f"{what}: passes back to back")
+    ax.axvline(256, color="#888888", ls=":", lw=1, label="a study's x (256 MiB)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("x, MiB (the array read; the copy writes as much again, counted in its GB/s)")
+    ax.set_ylabel("GB/s")
+    ax.set_ylim(bottom=0)
+    style(ax, "The ceilings' own kernels against the size of a pass")
+    ax.legend(fontsize=7, loc="lower right")
+    source_note(fig, meta)
+    return save(fig, path)
+
+
 def figure_key(record: dict[str, Any]) -> str | None:
     """What a record's figures are declared under in a topic's FIGURES: its kind; a study's records (one kind
     for every topic) under "study:WORKLOAD"."""
@@ -314,6 +333,9 @@ def render(doc: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
         made.append(timeline_chart(records, meta, out_dir / f"{stem}_timeline.png"))
     if any(r.get("kind") == "demo_time" for r in records):
         made.append(demo_times(records, meta, out_dir / f"{stem}_seconds.png"))
+    if any(r.get("kind") == "ceiling_size" for r in records):
+        made.append(ceiling_sizes([r for r in records if r.get("kind") == "ceiling_size"], meta,
+                                  out_dir / f"{stem}_rates.png"))
     from .. import topics
     kinds = {figure_key(r) for r in records}
     for draw in dict.fromkeys(draw for kind, draw in topics.figures().items() if kind in kinds):

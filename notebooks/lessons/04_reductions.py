@@ -707,6 +707,34 @@ for study, group in (("softmax", "sweep"), ("cross_entropy", "vocab")):
 # above), not a different exchange.
 
 # %% [markdown]
+# The fixed cost, measured directly on an H100 (`python -m kernels_lab.profile.ceiling_sizes OUT.json`,
+# `figures/data/ceiling_sizes_h100.json`): the ceilings' own read and copy kernels at a quarter of a study's
+# x, at a study's 256 MiB and at the ceilings' 1 GiB, each as a share of its own 1 GiB one-pass rate; then
+# cross-entropy's best line of the H100 run divided by the read kernel at the same 256 MiB, one pass each:
+
+# %%
+sizes = lessons.committed("ceiling_sizes_h100.json")
+full = {r["what"]: r["GBs"] for r in sizes["records"] if r["floats"] == 1 << 28}
+print(sizes["meta"]["device"])
+for r in sizes["records"]:
+    print(f"{r['what']:<5} x of {4 * r['floats'] >> 20:>5} MiB: one pass {r['GBs'] / full[r['what']]:.2f}, "
+          f"steady {r['GBs_steady'] / full[r['what']]:.2f} of its 1 GiB one-pass rate")
+read_256 = next(r["GBs"] for r in sizes["records"] if r["what"] == "read" and r["floats"] == 1 << 26)
+ce_h100 = best_registered(lessons.committed("cross_entropy_h100.json")["records"], "vocab")
+print("cross-entropy's best (H100) / the read kernel on 256 MiB: "
+      + ", ".join(f"{cols} {r['GBs_useful'] / read_256:.2f}" for (_, cols), r in sorted(ce_h100.items(),
+                                                                                   key=lambda kv: kv[0][1])))
+
+# %% [markdown]
+# ![the read and copy kernels against the size of x, both clocks](../figures/ceiling_sizes_h100_rates.png)
+#
+# A pass of 256 MiB does not reach the 1 GiB rate even for the read kernel, on one pass; back to back it
+# does. So the one-pass share of a short read-only pass is taken against a rate its size cannot reach:
+# against the read kernel at its own size, cross-entropy's best line is close to it. (The 64 MiB rows, x
+# about the size of the 50 MiB L2, are no study's size; their steady read, slower than one pass, is not
+# explained here.)
+
+# %% [markdown]
 # ### Exercise 4: the cluster's combine
 # Write `cluster_combine(pair_m, pair_d)` for the grader's exercise `cluster_combine`: a device function that
 # every thread of every block of a cluster calls, after thread 0 has written its block's pair to `pair_m[0]`,
