@@ -491,9 +491,9 @@ print(f"{h200['meta']['device']}, hidden 4096, 8 layers, batch 1, of the copy ce
 # two made it no faster (`megakernel_db_p2`) or slower (`_p4`), and asking for none was fastest, within a
 # hair of `graph_pdl`: `megakernel_db_p0`, registered as a variant of the workload. The table shows that
 # order; this run does not show its cause. One block an SM with two tiles (`_db_1sm`) came close to `_p0`;
-# one with 64 KB tiles (`_rt64`) did not. (An earlier run on an H200, `decode_megakernel_h200.json`, had
-# `_db_1sm` behind `megakernel_db`: at this distance from the ceiling, the order of the close ones is not
-# a property of the kernel alone.)
+# one with 64 KB tiles (`_rt64`) did not. (The H200 run, `decode_h200.json`, has `_db_1sm` behind
+# `megakernel_db`: at this distance from the ceiling, the order of the close ones is not a property of the
+# kernel alone.)
 #
 # **What the published work found.** Hazy Research's Llama-1B megakernel (*Look Ma, No Bubbles!*) used
 # 78% of an H100's memory bandwidth where vLLM and SGLang used at most 50%, and ran more than 1.5x

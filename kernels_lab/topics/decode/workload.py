@@ -27,7 +27,7 @@ kernel boundary between layers is paid on top of it. The variants, in reading or
                               into a second register buffer while this one waits and computes; a block polls
                               once per layer and counts its run of tiles of a layer with one release add
     megakernel_db_p0 1        megakernel_db asking L2 for no tile beyond its two (the fastest layout of the
-                              hidden-4096 sweep on the H200: figures/data/decode_megakernel_h200.json)
+                              hidden-4096 sweep on the H100 and the H200: figures/data/decode_h{100,200}.json)
 
 The kernels are in kernels.py. Accuracy: W has entries of deviation 1.35 / sqrt(hidden) and b
 is uniform(-0.5, 0.5), so activations stay O(1) through 16 layers (rms ~0.3, max ~1.7 at hidden 4096;
