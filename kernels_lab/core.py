@@ -394,8 +394,8 @@ class Workload:
 
 
 def _on_gpu() -> bool:
-    from .runtime import ON_GPU
-    return ON_GPU
+    from .backend import BACKEND
+    return BACKEND.name == "gpu"
 
 
 # -- exercises: views of a workload ---------------------------------------------------------

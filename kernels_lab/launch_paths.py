@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .instrument.launch_hook import check_numba_cuda_version, external_launch
-from .runtime import ON_GPU
 
 
 class LaunchPathUnavailable(RuntimeError):
@@ -32,7 +31,8 @@ class LaunchFailed(RuntimeError):
 
 
 def _require_gpu(what: str) -> None:
-    if not ON_GPU:
+    from .backend import BACKEND
+    if BACKEND.name != "gpu":
         raise LaunchPathUnavailable(f"{what} needs a GPU; on the simulator use plain numba launches")
     check_numba_cuda_version("kernels_lab/launch_paths.py")
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .runtime import ON_GPU, ON_SIMULATOR, device_facts
+from .backend import BACKEND
+from .runtime import device_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "figures" / "data"
@@ -36,7 +37,7 @@ def setup() -> str:
     """Say where the lesson runs; make the simulator's barriers faster; silence numba's
     low-occupancy warning (and only that one)."""
     warnings.filterwarnings("ignore", message=_LOW_OCCUPANCY)
-    if ON_SIMULATOR:
+    if BACKEND.name == "simulator":
         sys.setswitchinterval(5e-5)
         return ("Running on numba's CUDA simulator: small sizes, launches and bytes are real, "
                 "timings come from the committed H200 results in figures/data/.")
@@ -90,7 +91,7 @@ def judged(exercise: str, entry: Any) -> Judged:
         raise AssertionError(f"define {ex.entry} first")
     if (refused := forbidden_import(entry)) is not None:
         raise AssertionError(f"{exercise}: {refused}")
-    here = J.Machine(gpu=ON_GPU, simulator=ON_SIMULATOR, notebook=True)
+    here = J.Machine(gpu=BACKEND.name == "gpu", simulator=BACKEND.name == "simulator", notebook=True)
     cases = build_cases(ex, public_only=True)
     if ex.kind == "data":  # the judge's own runs, here in the notebook's process
         runs = {c["id"]: Run.from_report(run_data_case(entry, load_judge(ex), c, ex.entry)) for c in cases}
@@ -169,7 +170,7 @@ def committed_ncu(name: str) -> dict[str, dict[str, float | str]]:
 
 
 def live() -> bool:
-    return ON_GPU
+    return BACKEND.name == "gpu"
 
 
 # -- the lessons' sources -------------------------------------------------------------------

@@ -27,7 +27,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..runtime import ON_GPU, cuda, device_facts
+from ..backend import BACKEND
+from ..runtime import cuda, device_facts
 
 
 class TimingUnavailable(RuntimeError):
@@ -84,7 +85,11 @@ class L2Flusher:
 
 def why_untimed() -> str | None:
     """Why this back-end cannot time (the simulator runs kernels as Python threads), or None."""
-    return None if ON_GPU else "timings need a GPU: the simulator runs kernels as Python threads"
+    if BACKEND.can_time:
+        return None
+    if BACKEND.name == "simulator":
+        return "timings need a GPU: the simulator runs kernels as Python threads"
+    return f"timings need a GPU: the {BACKEND.name} back-end compiles kernels and launches none"
 
 
 def _require_gpu() -> None:

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NotJson, read_json
-from ..runtime import BACKEND_NAME, device_facts
+from ..backend import BACKEND
+from ..runtime import device_facts
 
 SCHEMA = "kernels-lab/results/v1"
 REQUIRED_META = ("backend", "device", "date", "command", "versions", "ceiling_GBs")
@@ -67,7 +68,7 @@ def versions() -> dict[str, str]:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             pass
-    if BACKEND_NAME == "gpu":
+    if BACKEND.name == "gpu":
         from ..runtime import cuda
         try:
             out["cuda_driver"] = ".".join(map(str, cuda.cudadrv.driver.driver.get_version()))
@@ -78,7 +79,7 @@ def versions() -> dict[str, str]:
 
 def make_meta(command: str | None = None, ceiling_GBs: float | None = None, **extra: Any) -> dict[str, Any]:
     facts = device_facts()
-    return {"backend": "gpu" if BACKEND_NAME == "gpu" else "simulator",
+    return {"backend": "gpu" if BACKEND.name == "gpu" else "simulator",
             "device": facts.describe(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": command if command is not None else " ".join(sys.argv),
