@@ -196,11 +196,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ..runtime import device_facts
     known, studied = benches(), studies()
     if args.list or not args.name:
+        w = max(len(name) for name in (*studied, *known))
         for name, s in studied.items():
             groups = ", ".join(g.name for g in s.groups)
-            print(f"{name:<12} study ({groups}): every line checked, then timed against its anchors; {s.about}")
+            print(f"{name:<{w}}  study ({groups}): every line checked, then timed against its anchors; {s.about}")
         for name, b in known.items():
-            print(f"{name:<12} fixed measurement (GPU only): {b.about}")
+            print(f"{name:<{w}}  fixed measurement (GPU only): {b.about}")
         return 0
     if args.name not in known and args.name not in studied:
         raise _no_bench(args.name, studied, known)
