@@ -279,3 +279,16 @@ def test_the_ceiling_sizes_say_why_they_cannot_run_on_the_simulator(tmp_path, ca
     assert ceiling_sizes.main([str(tmp_path / "c.json")]) == 2
     assert "need a GPU" in capsys.readouterr().err and not (tmp_path / "c.json").exists()
     assert ceiling_sizes.main([]) == 2 and "OUT.json" in capsys.readouterr().out  # its usage
+
+
+def test_the_committed_cross_entropy_waves_are_the_studys_sizes_and_their_arithmetic():
+    import json
+    from kernels_lab import lessons
+    from kernels_lab.instrument.ptxas import blocks_per_sm
+    from kernels_lab.topics.softmax.ce_waves import SMS
+    from kernels_lab.topics.softmax.cross_entropy_study import VOCAB
+    doc = json.loads((lessons.DATA / "compiled" / "cross_entropy_waves_sm90.json").read_text())
+    assert {(r["size"]["rows"], r["size"]["cols"]) for r in doc["records"]} == {(s.rows, s.cols) for s in VOCAB}
+    for r in doc["records"]:
+        assert (r["blocks_per_sm"], r["limited_by"]) == blocks_per_sm(r["registers"], r["threads"], r["shared_bytes"])
+        assert r["blocks"] == r["size"]["rows"] * r["slices"] and r["waves"] == r["blocks"] / (SMS * r["blocks_per_sm"])

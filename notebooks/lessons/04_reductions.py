@@ -656,10 +656,37 @@ for (rows, cols), got in sorted(by_cols.items(), key=lambda kv: kv[0][1]):
 #
 # `split` is the fastest of ours at every width of this run and stays close to flat out to 262144 columns,
 # while one block a row (`fused`) falls at the widest rows, and the DSMEM exchange (`cluster`) buys nothing
-# over the global one here either. None of them reads at the ceiling. At 50257 columns (most rows start
-# off a 16-byte boundary) `fused` and `cluster` dip and `split` does not;
-# not investigated here. `torch.compile` falls at the widest row, where its run logged that Inductor split
-# the reduction and dropped its online softmax.
+# over the global one here either. None of them reads at the ceiling. At 50257 columns `fused` and
+# `cluster` dip and `split` does not (for `fused`, the waves below say why). `torch.compile` falls at the
+# widest row, where its run logged that Inductor split the reduction and dropped its online softmax.
+#
+# **Waves.** How many blocks an SM holds at once follows from each kernel's registers, threads and shared
+# memory; ptxas counts them with no GPU (`python -m kernels_lab.topics.softmax.ce_waves OUT.json`, committed as
+# `figures/data/compiled/cross_entropy_waves_sm90.json`). A launch's blocks over 132 SMs times that is its
+# number of **waves**, printed here beside each line's share of the read ceiling on both GPUs (one pass):
+
+# %%
+import json
+
+waves = json.loads((lessons.DATA / "compiled" / "cross_entropy_waves_sm90.json").read_text())
+shares = {gpu: {(r["size"]["cols"], r["line"]): r["of_ceiling"]
+                for r in lessons.committed(f"cross_entropy_{gpu}.json")["records"] if r.get("of_ceiling")}
+          for gpu in ("h100", "h200")}
+print(f"{'rows x cols':<15}{'line':<7}{'blocks':>7}{'a SM':>6}{'waves':>7}{'H100':>7}{'H200':>7}")
+for r in waves["records"]:
+    rows, cols = r["size"]["rows"], r["size"]["cols"]
+    print(f"{rows:>6} x {cols:<7}{r['variant']:<7}{r['blocks']:>7}{r['blocks_per_sm']:>6}{r['waves']:>7.2f}"
+          + "".join(f"{shares[gpu][cols, r['variant']]:>7.2f}" for gpu in ("h100", "h200")))
+
+# %% [markdown]
+# `fused` launches a block a row. At 50257 columns its rows make just over one wave: the few blocks past the
+# first wave start only as others finish and then run nearly alone, each reading a whole row, while most SMs
+# have nothing left to do; the pass takes close to two waves' time. From 65536 columns on it is under one
+# wave: every block starts at once, but each SM holds only a few, so few bytes are in flight (lesson 01's
+# Little's law) and the share falls as the rows widen. `split` cuts every row into slices and launches many
+# waves at every width, so neither happens to it; waves do not explain its own dip at 131072 columns on the
+# H200, nor `fused`'s low share at 8192 there. (`cluster` is not counted: its blocks are placed a cluster at
+# a time.)
 
 # %% [markdown]
 # ### The same studies on an H200
