@@ -681,7 +681,7 @@ for r in waves["records"]:
 # %% [markdown]
 # `fused` launches a block a row. At 50257 columns its rows make just over one wave: the few blocks past the
 # first wave start only as others finish and then run nearly alone, each reading a whole row, while most SMs
-# have nothing left to do; the pass takes close to two waves' time. From 65536 columns on it is under one
+# have nothing left to do, and the pass waits for them. From 65536 columns on it is under one
 # wave: every block starts at once, but each SM holds only a few, so few bytes are in flight (lesson 01's
 # Little's law) and the share falls as the rows widen. `split` cuts every row into slices and launches many
 # waves at every width, so neither happens to it; waves do not explain its own dip at 131072 columns on the
@@ -756,7 +756,7 @@ print("cross-entropy's best (H100) / the read kernel on 256 MiB: "
 # ![the read and copy kernels against the size of x, both clocks](../figures/ceiling_sizes_h100_rates.png)
 #
 # A pass of 256 MiB does not reach the 1 GiB rate even for the read kernel, on one pass; back to back it
-# does. So the one-pass share of a short read-only pass is taken against a rate its size cannot reach:
+# nearly does. So the one-pass share of a short read-only pass is taken against a rate its size cannot reach:
 # against the read kernel at its own size, cross-entropy's best line is close to it. (The 64 MiB rows, x
 # about the size of the 50 MiB L2, are no study's size; their steady read, slower than one pass, is not
 # explained here.)
