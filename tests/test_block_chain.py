@@ -181,11 +181,18 @@ def test_the_studys_report_gives_the_issues_ratios_and_the_per_layer_slope():
     from kernels_lab.topics.block_chain.study import STUDY
     us = {"megakernel_marked": (4.0, 11.0), "graph_pdl": (5.0, 19.0), "torch_graph": (6.0, 41.0)}  # (1, 8 layers)
     records = [{"line": line, "size": {"hidden": 1024, "layers": layers, "group": 32}, "us_per_pass": t,
-                "us_per_layer": t / layers, "latency_us": t + 5, "checked": True}
+                "us_per_layer": t / layers, "latency_us": t + 5, "checked": True, "group": "targets"}
                for line, times in us.items() for layers, t in zip((1, 8), times)]
     text, said = figures.tables(records), figures.targets(records)
     assert "graph_pdl / megakernel_marked = 1.73x (met)" in said and "met" not in text  # a lesson prints no goals
     assert "torch_graph / megakernel_marked = 3.73x (met)" in said
     assert "megakernel = " not in said  # no line for a megakernel that was not measured
     assert any(line.split() == ["1024", "graph_pdl", "2.00", "3.00"] for line in text.splitlines())
-    assert STUDY.report({"meta": {}, "records": records}) == f"{text}\n\n{said}"  # what `kernels-lab bench block_chain` prints
+    # what `kernels-lab bench block_chain` prints: the grid sweep times graph_pdl and the megakernels again (here
+    # much slower); it gets a table of its own and changes none of the issue's ratios
+    grid = [{**r, "group": "grid", "us_per_pass": 10 * r["us_per_pass"]} for r in records if r["line"] != "torch_graph"]
+    report = STUDY.report({"meta": {}, "records": grid[:1] + records + grid[1:]})
+    main, goals, sweep = report.split("\n\n", 2)[0], said, report.split("the grid sweep:\n", 1)[1]
+    assert report.startswith(text) and goals in report and "the grid sweep:" in report
+    assert main.splitlines()[1].split()[3] == "4.00"  # megakernel_marked at 1 layer: the targets record (grid: 40.00)
+    assert any(line.split()[:4] == ["1024", "8", "megakernel_marked", "110.00"] for line in sweep.splitlines())

@@ -292,3 +292,33 @@ def test_the_committed_cross_entropy_waves_are_the_studys_sizes_and_their_arithm
     for r in doc["records"]:
         assert (r["blocks_per_sm"], r["limited_by"]) == blocks_per_sm(r["registers"], r["threads"], r["shared_bytes"])
         assert r["blocks"] == r["size"]["rows"] * r["slices"] and r["waves"] == r["blocks"] / (SMS * r["blocks_per_sm"])
+
+
+_WAVES_CHILD = """
+import json
+from kernels_lab.topics.softmax.cross_entropy import ce_kernel, shape_for
+from kernels_lab.topics.softmax.cross_entropy_study import VOCAB
+print(json.dumps([[s.cols, v, shape_for(s.cols, v == "split").slices, shape_for(s.cols, v == "split").threads,
+                   ce_kernel(shape_for(s.cols, v == "split")).py_func.__name__] for s in VOCAB for v in ("fused", "split")]))
+"""
+
+
+def test_the_committed_cross_entropy_waves_are_todays_layouts():
+    """The layouts (slices, threads, kernel) the committed waves file counted are the ones a GPU launches today,
+    asked of the PTX-only back-end (the GPU's layouts, no GPU); their registers need ptxas:
+    `python -m kernels_lab.topics.softmax.ce_waves` recounts them."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from kernels_lab import capabilities, lessons
+    if not capabilities.ptx_libraries().available:
+        pytest.skip("needs numba's compiler (the cu13 extra) for the PTX-only back-end")
+    doc = json.loads((lessons.DATA / "compiled" / "cross_entropy_waves_sm90.json").read_text())
+    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx"}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    got = subprocess.run([sys.executable, "-c", _WAVES_CHILD], capture_output=True, text=True, env=env, timeout=300)
+    assert got.returncode == 0, got.stderr[-2000:]
+    today = {tuple(row) for row in json.loads(got.stdout.strip().splitlines()[-1])}
+    committed = {(r["size"]["cols"], r["variant"], r["slices"], r["threads"], r["kernel"]) for r in doc["records"]}
+    assert committed == today, "the layouts changed: rerun " + doc["meta"]["command"]

@@ -91,8 +91,9 @@ def section_metrics(text: str) -> dict[str, dict[str, float | str]]:
     """Every metric of an `ncu --csv --section ...` run, as printed: {Python kernel name: {metric name: value}}
     (a number as a float, in the unit ncu printed; text such as a cache policy kept as text). The marker kernels
     are left out; a kernel launched twice keeps its last launch's values. '#' lines (the command and the device,
-    in a committed file) and ncu's own '==' lines are skipped."""
-    kept = "".join(line for line in text.splitlines(True) if not line.startswith(("#", "==")))
+    in a committed file), ncu's own '==' lines and the program's output are skipped: only CSV rows, as parse_csv
+    reads them."""
+    kept = "".join(line for line in text.splitlines(True) if line.startswith('"'))
     found: dict[str, dict[str, float | str]] = {}
     for row in csv.DictReader(io.StringIO(kept)):
         if MARKER in row["Kernel Name"] or not row["Metric Name"]:  # a marker; a rule's row with no metric

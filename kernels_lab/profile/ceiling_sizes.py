@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..instrument.timing import TimingUnavailable, time_launchers, time_steady
+from ..instrument.timing import time_launchers, time_steady, why_untimed
 from ..runtime import cuda
 from . import results
 from .ceiling import BLOCK, copy_kernel, read4_kernel
@@ -51,12 +51,10 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__)
         return 2
-    try:
-        records = measure()
-    except TimingUnavailable as e:
-        print(f"ceiling_sizes: {e}", file=sys.stderr)
+    if (why := why_untimed()) is not None:  # before any allocation: the PTX-only back-end has no device
+        print(f"ceiling_sizes: {why}", file=sys.stderr)
         return 2
-    results.dump(results.make_meta(), records, argv[0])
+    results.dump(results.make_meta(), measure(), argv[0])
     print(f"wrote {argv[0]}")
     return 0
 

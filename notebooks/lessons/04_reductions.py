@@ -657,8 +657,9 @@ for (rows, cols), got in sorted(by_cols.items(), key=lambda kv: kv[0][1]):
 # `split` is the fastest of ours at every width of this run and stays close to flat out to 262144 columns,
 # while one block a row (`fused`) falls at the widest rows, and the DSMEM exchange (`cluster`) buys nothing
 # over the global one here either. None of them reads at the ceiling. At 50257 columns `fused` and
-# `cluster` dip and `split` does not (for `fused`, the waves below say why). `torch.compile` falls at the
-# widest row, where its run logged that Inductor split the reduction and dropped its online softmax.
+# `cluster` dip and `split` does not (there most rows start off a 16-byte boundary; for `fused`, the waves
+# below may explain part of it). `torch.compile` falls at the widest row, where its run logged that Inductor
+# split the reduction and dropped its online softmax.
 #
 # **Waves.** How many blocks an SM holds at once follows from each kernel's registers, threads and shared
 # memory; ptxas counts them with no GPU (`python -m kernels_lab.topics.softmax.ce_waves OUT.json`, committed as
@@ -681,12 +682,12 @@ for r in waves["records"]:
 # %% [markdown]
 # `fused` launches a block a row. At 50257 columns its rows make just over one wave: the few blocks past the
 # first wave start only as others finish and then run nearly alone, each reading a whole row, while most SMs
-# have nothing left to do, and the pass waits for them. From 65536 columns on it is under one
-# wave: every block starts at once, but each SM holds only a few, so few bytes are in flight (lesson 01's
-# Little's law) and the share falls as the rows widen. `split` cuts every row into slices and launches many
-# waves at every width, so neither happens to it; waves do not explain its own dip at 131072 columns on the
-# H200, nor `fused`'s low share at 8192 there. (`cluster` is not counted: its blocks are placed a cluster at
-# a time.)
+# have nothing left to do, and the pass waits for them. From 65536 columns on it is under one wave: every
+# block starts at once, and at 65536 that costs nothing, but at 131072 and 262144 each SM holds only a few
+# blocks, so few bytes are in flight (lesson 01's Little's law), and the share falls. `split` cuts every row
+# into slices and launches many waves at every width, so neither happens to it; waves do not explain its
+# dips on the H200 (at 50257 and 131072 columns: the unaligned row starts at 50257 are not ruled out), nor
+# `fused`'s low share at 8192 there. (`cluster` is not counted: its blocks are placed a cluster at a time.)
 
 # %% [markdown]
 # ### The same studies on an H200
@@ -706,7 +707,7 @@ for study, group in (("softmax", "sweep"), ("cross_entropy", "vocab")):
     print(f"{'rows x cols':<15}" + "".join(f"{gpu.upper() + ': best  1 pass  steady  vs torch':>40}" for gpu in runs))
     for rows, cols in sorted(best["h100"], key=lambda size: size[1]):
         if cols < 8192 or (rows, cols) not in best["h200"]:
-            continue  # the long rows: where one block cannot hold a row
+            continue  # the long rows: 8192 columns and wider
         cells = []
         for gpu, b in best.items():
             r, ceiling = b[rows, cols], runs[gpu]["meta"][key]
@@ -725,19 +726,21 @@ for study, group in (("softmax", "sweep"), ("cross_entropy", "vocab")):
 # alone) is a visible part of so short a pass, and the ceilings it is divided by were measured on 1 GiB,
 # four passes' worth, where that cost weighs a quarter as much.
 #
-# Across the GPUs, the same kernels reach a smaller share of the H200's ceiling than of the H100's on both
-# clocks, and the lead over torch holds. Lesson 01's Little's law says why: at the same latency, a faster
-# memory needs more bytes in flight per SM to stay busy, by the ratio of the two ceilings, while our kernels
-# keep the same bytes in flight on both GPUs (the same registers a thread, the same occupancy: the Nsight
-# rows above). The winner at a width can change from one GPU to the other. Closing the gap on the H200
-# takes more bytes in flight a thread with fewer registers (bulk asynchronous copies into shared memory, as
-# above), not a different exchange.
+# Across the GPUs, the same kernels move more bytes a second on the H200 than on the H100, but a smaller
+# share of its faster ceiling, on both clocks; the lead over torch holds, and the winner at a width can
+# change (on the H200 the DSMEM `cluster` wins cross-entropy at two widths). Lesson 01's Little's law is
+# consistent with part of it: at the same latency, a faster memory needs more bytes in flight per SM to
+# stay busy, and the same sm_90 code holds the same registers a thread on both GPUs (the Nsight rows above
+# are the H100's; the H200's occupancy was not measured). If the shares fell by the whole ratio of the
+# ceilings, the GB/s would be the same on both GPUs: they are not, so this is not the whole story. What
+# closes the gap on the H200 is not measured here.
 
 # %% [markdown]
 # The fixed cost, measured directly on an H100 (`python -m kernels_lab.profile.ceiling_sizes OUT.json`,
 # `figures/data/ceiling_sizes_h100.json`): the ceilings' own read and copy kernels at a quarter of a study's
 # x, at a study's 256 MiB and at the ceilings' 1 GiB, each as a share of its own 1 GiB one-pass rate; then
-# cross-entropy's best line of the H100 run divided by the read kernel at the same 256 MiB, one pass each:
+# cross-entropy's best line of the H100 run divided by the read kernel at the same 256 MiB, one pass each
+# (two runs on H100s, hours apart: each file's meta says when):
 
 # %%
 sizes = lessons.committed("ceiling_sizes_h100.json")

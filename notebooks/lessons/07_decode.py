@@ -519,7 +519,7 @@ print(f"{h200['meta']['device']}, hidden 4096, 8 layers, batch 1, of the copy ce
 from kernels_lab.topics.block_chain.figures import tables as chain_tables
 chain = lessons.committed("block_chain_h200.json")
 print(chain["meta"]["device"], "|", chain["meta"]["command"])
-print(chain_tables([r for r in chain["records"] if r.get("us_per_pass") and r["group"] != "grid"]))  # grid: below
+print(chain_tables([r for r in chain["records"] if r.get("us_per_pass") and r["group"] != "grid"]))  # the grid sweep: the H100's, below
 
 # %% [markdown]
 # ![block chain: a kernel boundary per layer against a counter per tile](../figures/block_chain_h200_time.png)
@@ -531,8 +531,8 @@ print(chain_tables([r for r in chain["records"] if r.get("us_per_pass") and r["g
 # (the slope from 1 to 8 layers) is the lowest of all, and grows a little with the width. With one layer
 # the single fused kernel wins: there is no boundary to save, and a persistent grid pays for its size.
 #
-# **Why a layer costs more at the wider width: the grid sweep.** A second run, on an H100 (`kernels-lab bench
-# block_chain --group grid`), put both megakernels on their full grid (a block for every (layer, tile)
+# **Why a layer seems to cost more at the wider width: the grid sweep.** A second run, on an H100
+# (`kernels-lab bench block_chain --group grid`), put both megakernels on their full grid (a block for every (layer, tile)
 # where that many fit at once, every one loading its weights and then waiting) and on 1/2 and 1/4 of it,
 # where each block runs 2 or 4 tiles of a layer in turn, beside graph + PDL, at 1 and 8 layers. The cost
 # of a layer is the slope (t_8 - t_1) / 7 of the steady-state times:
@@ -609,7 +609,9 @@ for h in (1024, 2048):
           f"{steady['graph_pdl', h, 8] / m:.2f}x, torch's CUDA graph / it {steady['torch_graph', h, 8] / m:.2f}x")
 
 # %% [markdown]
-# The two GPUs agree: the marked megakernel leads graph + PDL at both widths on each. Not tried here:
+# At 8 layers the two GPUs agree: the marked megakernel leads graph + PDL at both widths on each. (The H200
+# file holds a grid sweep too, not printed here; its width cost does not split by grid size as the H100's
+# does.) Not tried here:
 # placing fewer blocks (a block that runs the tiles of several layers, polling for a later one only when
 # its turn is near), which the fill column says is where the width's cost is.
 #

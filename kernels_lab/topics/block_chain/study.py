@@ -99,9 +99,12 @@ def derive(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def report(doc: dict[str, Any]) -> str:
-    """us per pass and per layer of every line, the per-layer slope, and the issue's goals at 8 layers."""
+    """us per pass and per layer of every line, the per-layer slope, and the issue's goals at 8 layers; then the
+    grid sweep's own table (its graph_pdl and megakernels are timed again there: kept apart)."""
     from .figures import tables, targets  # matplotlib only when a run reports
-    return f"{tables(doc['records'])}\n\n{targets(doc['records'])}"
+    main = [r for r in doc["records"] if r["group"] != "grid"]
+    grid = [r for r in doc["records"] if r["group"] == "grid"]
+    return "\n\n".join([tables(main), targets(main), *([f"the grid sweep:\n{tables(grid)}"] if grid else [])])
 
 
 def _sizes(layers: int) -> tuple[Size, ...]:
