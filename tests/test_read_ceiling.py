@@ -59,3 +59,20 @@ def test_a_read_study_divides_by_the_read_ceiling_and_keeps_both_in_its_meta(mon
     for r in lines:
         assert r["bytes_useful"] == 4 * 3 * 67 and r["checked"] is True
         assert r["of_ceiling"] == pytest.approx(r["GBs_useful"] / 3500.0)
+
+
+def test_the_launchers_cover_the_whole_array_and_their_checks_pass(rng):
+    """The launchers the ceilings and ceiling_sizes share: the copy of a length no multiple of 4 or of the
+    block is exact, a copy left undone is caught, and both read kernels leave out[0] alone."""
+    from kernels_lab.profile.ceiling import check_copy, check_read, copy_launcher, read_launchers
+    src = cuda.to_device(rng.standard_normal(4 * VECTORS + 3).astype(np.float32))
+    dst = cuda.to_device(np.full(4 * VECTORS + 3, np.nan, np.float32))
+    with pytest.raises(RuntimeError, match="copy of"):
+        check_copy(src, dst)
+    copy_launcher(src, dst)()
+    check_copy(src, dst)
+    out = cuda.to_device(np.zeros(1, np.float32))
+    whole = cuda.to_device(rng.standard_normal(4 * VECTORS).astype(np.float32))
+    for launch in read_launchers(whole, out).values():
+        launch()
+    check_read(out)

@@ -231,17 +231,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         run = run_study(study, args.json, command=args.command_line, reps=args.reps, ncu=args.ncu,
                         check_only=args.check)
+        wrong = len(run.wrong)
+    doc = results.load(args.json)
+    timed = fixed or any(r.get("time_ms") is not None for r in doc["records"])  # a study's check sizes: not timed
+    if not fixed:
         print(table(run.records))
-        if study.report is not None and any(r.get("time_ms") is not None for r in run.records):
-            print(study.report(results.load(args.json)))
+        if study.report is not None and timed:
+            print(study.report(doc))
         for what, why in run.skipped.items():
             print(f"skipped {what}: {why}")
         for p in run.problems:
             print(f"PROBLEM: {p}")
         print(f"{len(run.records)} records; wrote {run.path}")
-        wrong = len(run.wrong)
-    doc = results.load(args.json)
-    if fixed or any(r.get("time_ms") is not None for r in doc["records"]):  # a study's check sizes: nothing to draw
+    if timed:  # nothing to draw from check sizes alone
         for made in plots.render(doc, args.out, args.json.stem):
             print(f"wrote {made}")
     return 1 if wrong else 0

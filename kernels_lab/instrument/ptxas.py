@@ -62,8 +62,6 @@ def blocks_per_sm(registers: int, threads: int, shared: int) -> tuple[int, str]:
     return most, " and ".join(k for k, v in limits.items() if v == most)
 
 
-
-
 def ptxas_version() -> str:
     return subprocess.run(["ptxas", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
 

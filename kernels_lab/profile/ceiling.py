@@ -12,6 +12,7 @@ behind a comparison no sum meets, so the compiler keeps the loads): one vector a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -65,17 +66,42 @@ class Ceiling:
     candidates: dict[str, float]  # name -> GB/s
 
 
+NEVER = np.float32(np.finfo(np.float32).max)  # a sum no input reaches: the read kernels' one store never runs
+READ4 = "read kernel (four 16-byte vectors a thread)"
+
+
+def copy_launcher(src, dst) -> Callable[[], None]:
+    """The copy kernel over all of src into dst, one 16-byte vector a thread (the n % 4 tail: one thread)."""
+    grid = (src.size // 4 + 1 + BLOCK - 1) // BLOCK
+    return lambda: copy_kernel[grid, BLOCK](src, dst)
+
+
+def read_launchers(src, out) -> dict[str, Callable[[], None]]:
+    """The two read kernels over all of src (a multiple of 4 floats), by name; out[0] stays 0 (check_read)."""
+    one, four = (src.size // 4 + BLOCK - 1) // BLOCK, (src.size // 16 + BLOCK - 1) // BLOCK
+    return {"read kernel (one 16-byte vector a thread)": lambda: read_kernel[one, BLOCK](src, NEVER, out),
+            READ4: lambda: read4_kernel[four, BLOCK](src, NEVER, out)}
+
+
+def check_copy(src, dst) -> None:
+    if not np.array_equal(dst.copy_to_host(), src.copy_to_host()):
+        raise RuntimeError(f"copy ceiling: the copy of {src.size} floats is wrong")
+
+
+def check_read(out) -> None:
+    if out.copy_to_host()[0] != 0:
+        raise RuntimeError("read ceiling: a sum met the impossible value; the kernel is wrong")
+
+
 def measure_copy_ceiling(n: int = 1 << 28, reps: int = 20) -> Ceiling:
     src = cuda.to_device(np.random.default_rng(0).standard_normal(n, dtype=np.float32))
     dst = cuda.device_array_like(src)
-    grid = (n // 4 + 1 + BLOCK - 1) // BLOCK
     candidates = {
         "driver memcpy": lambda: dst.copy_to_device(src),
-        "copy kernel (16-byte accesses)": lambda: copy_kernel[grid, BLOCK](src, dst),
+        "copy kernel (16-byte accesses)": copy_launcher(src, dst),
     }
     timings = time_launchers(list(candidates.values()), reps=reps)
-    if not np.array_equal(dst.copy_to_host(), src.copy_to_host()):
-        raise RuntimeError("copy ceiling: the copy is wrong")
+    check_copy(src, dst)
     gbs = {name: 2 * 4 * n / (t.median_ms * 1e-3) / 1e9 for name, t in zip(candidates, timings)}
     best = max(gbs, key=gbs.get)
     return Ceiling(gbs[best], best, gbs)
@@ -87,15 +113,9 @@ def measure_read_ceiling(n: int = 1 << 28, reps: int = 20) -> Ceiling:
         raise ValueError(f"the read ceiling reads whole 16-byte vectors: n = {n} is not a multiple of 4")
     src = cuda.to_device(np.random.default_rng(0).standard_normal(n, dtype=np.float32))
     out = cuda.to_device(np.zeros(1, np.float32))
-    never = np.float32(np.finfo(np.float32).max)
-    one, four = (n // 4 + BLOCK - 1) // BLOCK, (n // 16 + BLOCK - 1) // BLOCK
-    candidates = {
-        "read kernel (one 16-byte vector a thread)": lambda: read_kernel[one, BLOCK](src, never, out),
-        "read kernel (four 16-byte vectors a thread)": lambda: read4_kernel[four, BLOCK](src, never, out),
-    }
+    candidates = read_launchers(src, out)
     timings = time_launchers(list(candidates.values()), reps=reps)
-    if out.copy_to_host()[0] != 0:
-        raise RuntimeError("read ceiling: a sum met the impossible value; the kernel is wrong")
+    check_read(out)
     gbs = {name: 4 * n / (t.median_ms * 1e-3) / 1e9 for name, t in zip(candidates, timings)}
     best = max(gbs, key=gbs.get)
     return Ceiling(gbs[best], best, gbs)

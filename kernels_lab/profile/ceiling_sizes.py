@@ -19,7 +19,7 @@ import numpy as np
 from ..instrument.timing import time_launchers, time_steady, why_untimed
 from ..runtime import cuda
 from . import results
-from .ceiling import BLOCK, copy_kernel, read4_kernel
+from .ceiling import READ4, check_copy, check_read, copy_launcher, read_launchers
 
 FLOATS = (1 << 24, 1 << 26, 1 << 28)  # 64 MiB, 256 MiB (a study's pass), 1 GiB (the ceilings' own)
 
@@ -30,14 +30,11 @@ def measure(floats: tuple[int, ...] = FLOATS, reps: int = 20) -> list[dict[str, 
     for n in floats:
         src = cuda.to_device(np.random.default_rng(n).standard_normal(n, dtype=np.float32))
         dst, out = cuda.device_array_like(src), cuda.to_device(np.zeros(1, np.float32))
-        never = np.float32(np.finfo(np.float32).max)
-        four, one = (n // 16 + BLOCK - 1) // BLOCK, (n // 4 + 1 + BLOCK - 1) // BLOCK
-        lines = {"read": (lambda: read4_kernel[four, BLOCK](src, never, out), 4 * n),
-                 "copy": (lambda: copy_kernel[one, BLOCK](src, dst), 8 * n)}
+        lines = {"read": (read_launchers(src, out)[READ4], 4 * n), "copy": (copy_launcher(src, dst), 8 * n)}
         once = time_launchers([f for f, _ in lines.values()], reps=reps)
         steady = time_steady([f for f, _ in lines.values()], reps=reps, once_ms=[t.median_ms for t in once])
-        if out.copy_to_host()[0] != 0 or not np.array_equal(dst.copy_to_host(), src.copy_to_host()):
-            raise RuntimeError(f"ceiling sizes: the read or the copy kernel is wrong at {n} floats")
+        check_read(out)
+        check_copy(src, dst)
         for (what, (_, moved)), t1, ts in zip(lines.items(), once, steady):
             records.append({"kind": "ceiling_size", "what": what, "floats": n, "bytes": moved,
                             "time_ms": t1.median_ms, "time_ms_steady": ts.median_ms,

@@ -82,7 +82,14 @@ def tiles_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
 MEGAKERNELS = ("megakernel", "megakernel_marked")
 
 
-def _at(records: list[dict[str, Any]], hidden: int, layers: int, line: str) -> dict[str, Any] | None:
+def split_grid(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the study's own records, the grid sweep's): the sweep times graph_pdl and the megakernels again, so the
+    two are never looked up together."""
+    return [r for r in records if r["group"] != "grid"], [r for r in records if r["group"] == "grid"]
+
+
+def at(records: list[dict[str, Any]], hidden: int, layers: int, line: str) -> dict[str, Any] | None:
+    """The line's checked, timed record at (hidden, layers), or None."""
     return next((r for r in records if r["line"] == line and r["size"]["hidden"] == hidden
                  and r["size"]["layers"] == layers and r.get("us_per_pass") and r["checked"] is not False), None)
 
@@ -95,9 +102,9 @@ def tables(records: list[dict[str, Any]]) -> str:
     out = [f"{'hidden':>6} {'layers':>6} {'line':<{w}} {'us/pass':>8} {'us/layer':>8} {'1 pass':>8} "
            f"{'graph_pdl/':>10} {'torch_graph/':>12}"]
     for hidden, layers in sizes:
-        pdl, tg = _at(records, hidden, layers, "graph_pdl"), _at(records, hidden, layers, "torch_graph")
+        pdl, tg = at(records, hidden, layers, "graph_pdl"), at(records, hidden, layers, "torch_graph")
         for line in lines:
-            if (r := _at(records, hidden, layers, line)) is None:
+            if (r := at(records, hidden, layers, line)) is None:
                 continue
             ratio = (lambda ref: f"{ref['us_per_pass'] / r['us_per_pass']:.2f}x" if ref else "-")
             out.append(f"{hidden:>6} {layers:>6} {line:<{w}} {r['us_per_pass']:>8.2f} {r['us_per_layer']:>8.2f} "
@@ -106,7 +113,7 @@ def tables(records: list[dict[str, Any]]) -> str:
             f"{'hidden':>6} {'line':<{w}} {'per layer':>9} {'fixed':>7}"]
     for hidden in dict.fromkeys(h for h, _ in sizes):
         for line in lines:
-            one, eight = _at(records, hidden, 1, line), _at(records, hidden, 8, line)
+            one, eight = at(records, hidden, 1, line), at(records, hidden, 8, line)
             if one and eight:
                 slope = (eight["us_per_pass"] - one["us_per_pass"]) / 7
                 out.append(f"{hidden:>6} {line:<{w}} {slope:>9.2f} {one['us_per_pass'] - slope:>7.2f}")
@@ -120,10 +127,10 @@ def targets(records: list[dict[str, Any]]) -> str:
     out = ["issue 34 item 2, 8 layers: a megakernel >= 1.2x graph_pdl and >= 2x torch's CUDA graph"]
     for hidden in dict.fromkeys(h for h, _ in sizes):
         for mega in MEGAKERNELS:
-            if (mk := _at(records, hidden, 8, mega)) is None:
+            if (mk := at(records, hidden, 8, mega)) is None:
                 continue
             for ref, goal in (("graph_pdl", 1.2), ("torch_graph", 2.0)):
-                if r := _at(records, hidden, 8, ref):
+                if r := at(records, hidden, 8, ref):
                     x = r["us_per_pass"] / mk["us_per_pass"]
                     out.append(f"  hidden {hidden}: {ref} / {mega} = {x:.2f}x ({'met' if x >= goal else 'missed'})")
     return "\n".join(out)

@@ -10,9 +10,11 @@ CHAIN = "block_chain_h200.json"
 
 
 def rows(data: Path = DATA) -> list[tuple[str, str]]:
-    us = {(r["line"], r["size"]["hidden"]): r["time_ms_steady"] for r in records(CHAIN, data, "study")
-          if r["group"] != "grid" and r["size"]["layers"] == 8 and r["time_ms_steady"]}
-    ratios = [f"{us['graph_pdl', h] / us['megakernel_marked', h]:.2f}x, {us['torch_graph', h] / us['megakernel_marked', h]:.2f}x"
-              for h in (1024, 2048)]
+    from .figures import at, split_grid
+    main, _ = split_grid(records(CHAIN, data, "study"))
+
+    def over(ref: str, hidden: int) -> float:  # the speed-up over `ref`, 8 layers, steady state
+        return at(main, hidden, 8, ref)["us_per_pass"] / at(main, hidden, 8, "megakernel_marked")["us_per_pass"]
+    ratios = [f"{over('graph_pdl', h):.2f}x, {over('torch_graph', h):.2f}x" for h in (1024, 2048)]
     return [(f"{gpu(CHAIN, data)}: block chain (a tile waits on 3 tiles, not a layer), 8 layers, hidden 1024 / 2048: "
              "megakernel_marked's speed-up over graph_pdl, and over torch's CUDA graph", " / ".join(ratios))]

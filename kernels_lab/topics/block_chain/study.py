@@ -101,9 +101,8 @@ def derive(rec: dict[str, Any]) -> dict[str, Any]:
 def report(doc: dict[str, Any]) -> str:
     """us per pass and per layer of every line, the per-layer slope, and the issue's goals at 8 layers; then the
     grid sweep's own table (its graph_pdl and megakernels are timed again there: kept apart)."""
-    from .figures import tables, targets  # matplotlib only when a run reports
-    main = [r for r in doc["records"] if r["group"] != "grid"]
-    grid = [r for r in doc["records"] if r["group"] == "grid"]
+    from .figures import split_grid, tables, targets  # matplotlib only when a run reports
+    main, grid = split_grid(doc["records"])
     return "\n\n".join([tables(main), targets(main), *([f"the grid sweep:\n{tables(grid)}"] if grid else [])])
 
 
