@@ -150,6 +150,8 @@ kernels = [(cp.ranks_kernel, (f32,)), (cp.dynamic_kernel, (f32, types.int64)),
            (cec.ce_cluster_kernel(cec.ce_cluster_shape(50257)),
             (f32, types.int32[::1], f32, types.int64, types.int64, types.int64)),
            (lcl.layernorm_cluster_kernel(cl.ClusterShape(4, 128, 4)),
+            (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32)),
+           (lcl.layernorm_chan_kernel(cl.ClusterShape(4, 128, 4)),
             (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32))]
 for i, (k, sig) in enumerate(kernels):
     ptx = compile_ptx(k.py_func, sig, cc=(9, 0))
@@ -166,12 +168,12 @@ def test_the_intrinsics_compile_for_sm90_and_assemble(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(KERNELS_LAB_BACKEND="ptx", PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, "-c", PTX_CHILD, str(tmp_path)], check=True, env=env, timeout=300)
-    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(5)]
+    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(6)]
     for needed in ("%cluster_ctarank", "%cluster_nctarank", "%clusterid.x", "mapa.shared::cluster.u32",
                    "ld.shared::cluster.f32", "st.shared::cluster.f32", "barrier.cluster.arrive.release",
                    "barrier.cluster.wait.acquire"):
         assert needed in texts[0], needed
-    for text in texts[2:]:  # the softmax, cross-entropy and layernorm kernels
+    for text in texts[2:]:  # the softmax, cross-entropy and layernorm (v1, v3) kernels
         assert "st.shared::cluster.f32" in text and "barrier.cluster.wait.acquire" in text
     if shutil.which("ptxas") is None:
         return
@@ -297,12 +299,14 @@ def test_cluster_cross_entropy_matches_float64(rows, cols, clusters_, rng):
 
 # -- the cluster layernorm ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("what,rows,cols,slices,clusters_", [
-    ("the width's layout (several blocks a row on the simulator), odd width, a cluster per row", 3, 203, None, None),
-    ("3 blocks, 2 clusters striding over 5 rows (each statistic's slot reused)", 5, 131, 3, 2),
-    ("4 blocks, the last with no columns of the row", 2, 17, 4, None),
+@pytest.mark.parametrize("what,rows,cols,slices,clusters_,version", [
+    ("the width's layout (several blocks a row on the simulator), odd width, a cluster per row", 3, 203, None, None, 3),
+    ("3 blocks, 2 clusters striding over 5 rows (each statistic's slot reused)", 5, 131, 3, 2, 3),
+    ("4 blocks, the last with no columns of the row", 2, 17, 4, None, 3),
+    ("the study's v1: 3 blocks, 2 clusters, 5 rows", 5, 131, 3, 2, 1),
+    ("the study's v2: 3 blocks, 2 clusters, 5 rows", 5, 131, 3, 2, 2),
 ])
-def test_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, rng):
+def test_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, version, rng):
     from kernels_lab.topics.layernorm import cluster as lcl
     w = get_workload("layernorm")
     size = w.size(rows=rows, cols=cols)
@@ -310,9 +314,9 @@ def test_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, 
     outputs = poisoned(w.output_specs(size))
     shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=32)
     assert (shape or cl.cluster_shape(cols)).slices > 1
-    lcl.bind_cluster(to_device(inputs), outputs, shape=shape, clusters=clusters_)()
+    lcl.bind_cluster(to_device(inputs), outputs, shape=shape, clusters=clusters_, version=version)()
     _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
-    assert bad is None, f"{what}: {bad}"
+    assert bad is None, f"v{version}, {what}: {bad}"
 
 
 def test_the_cluster_layernorm_is_registered_and_refuses_what_it_cannot_hold():
@@ -326,13 +330,14 @@ def test_the_cluster_layernorm_is_registered_and_refuses_what_it_cannot_hold():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("version", [1, 2, 3])
 @pytest.mark.parametrize("cols", [16385, 65536, 131071])
-def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, rng):
+def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, version, rng):
     from kernels_lab.topics.layernorm import cluster as lcl
     w = get_workload("layernorm")
     size = w.size(rows=5, cols=cols)
     inputs = w.make_inputs(size, rng)
     outputs = poisoned(w.output_specs(size))
-    lcl.bind_cluster(to_device(inputs), outputs)()
+    lcl.bind_cluster(to_device(inputs), outputs, version=version)()
     _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
-    assert bad is None, bad
+    assert bad is None, f"v{version}: {bad}"

@@ -38,8 +38,9 @@ def test_the_committed_counts_give_the_committed_occupancy():
 _CHILD = """
 import json
 from kernels_lab.topics.layernorm import registers as R
-from kernels_lab.topics.layernorm.study import SHAPES
-kernels = [(s.cols, v, k.py_func.__name__, block) for s in SHAPES for v, k, block, _ in R.kernels_at(s.cols)]
+from kernels_lab.topics.layernorm.study import LONG, SHAPES
+kernels = [(s.cols, v, k.py_func.__name__, block) for s in SHAPES + LONG
+           for v, k, block, _ in R.kernels_at(s.cols)]
 _, k, block, _ = next(v for v in R.kernels_at(8192) if v[0] == "persistent")
 print(json.dumps({"kernels": kernels, "registers": R.usage(k, block)["registers"]}))
 """

@@ -24,11 +24,11 @@ REGISTERS_PER_SM, REGISTER_UNIT, THREADS_PER_SM, BLOCKS_PER_SM = 65536, 256, 204
 SHARED_PER_SM, SHARED_RESERVED = 228 * 1024, 1024
 
 
-def usage(py_func: Callable, signature: Sequence[Any], block: int) -> dict[str, Any]:
-    """ptxas's count for a kernel compiled as the variants compile it (fastmath, the block as launch bound):
-    registers, spill stores, shared memory, the PTX ISA it was assembled as."""
+def usage(py_func: Callable, signature: Sequence[Any], block: int, launch_bounds: Any = None) -> dict[str, Any]:
+    """ptxas's count for a kernel compiled as the variants compile it (fastmath, its launch bound: by default
+    the block): registers, spill stores, shared memory, the PTX ISA it was assembled as."""
     from ..capabilities import compile_ptx
-    ptx = compile_ptx(py_func, tuple(signature), (9, 0), fastmath=True, launch_bounds=block)
+    ptx = compile_ptx(py_func, tuple(signature), (9, 0), fastmath=True, launch_bounds=launch_bounds or block)
     said, isa = assemble(ptx), re.search(r"^\.version ([\d.]+)", ptx, re.M).group(1)
     older = re.search(r"Unsupported \.version [\d.]+; current version is '([\d.]+)'", said)
     if older:  # numba's NVVM may write a newer PTX ISA than this ptxas reads: these kernels use nothing newer

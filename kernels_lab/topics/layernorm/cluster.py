@@ -3,18 +3,26 @@ width the cluster holds (issue 36), where `fused` stops at 16384 columns and `un
 
 The layout and the slices are softmax's cluster kernel's (topics/softmax/cluster.py: k blocks, each holding
 its slice of the row in registers as 16-byte vectors; the layout measured for softmax, not for layernorm).
-Two statistics, one after the other, each exchanged through distributed shared memory:
+Three versions, numbered as they were written, each changing one thing the profile blamed (lesson 08):
 
-    per row:  slice -> block sum          -> thread p < k stores it into block p's peer_s[j]   (DSMEM)
-              cluster barrier A; every thread adds the k sums: the mean
-              slice -> block sum of (x - mean)^2 (elements of the row only) -> peer_q[j] of every block
-              cluster barrier B; every thread adds the k: rstd = 1 / sqrt(var + eps)
-              out = (x - mean) rstd gamma + beta   (gamma, beta read per element, from the caches)
+  v1  two statistics one after the other, each exchanged through distributed shared memory:
+          slice -> block sum -> thread p < k stores it into block p's peer_s[j] (DSMEM); cluster barrier A;
+          every thread adds the k sums: the mean; slice -> block sum of (x - mean)^2 -> peer_q; barrier B;
+          out = (x - mean) rstd gamma + beta, one float at a time (a warp's stores 16 bytes apart: every
+          32-byte sector written in four pieces)
+  v2  v1 with the last step in 16-byte stores and 16-byte gamma and beta loads; ptxas then counts 64-100
+      registers a thread (the compiler hoists every chunk's weight loads): fewer resident warps
+  v3  (the registered `cluster`) one exchange per row instead of two: each thread folds its elements into
+      (count, mean, M2), the block merges them with Chan's rule (lesson 08's exercise, welford.py), thread
+      p < k stores the block's triple into block p's shared memory, one cluster barrier, every thread merges
+      the k triples; 16-byte stores as v2, with the launch bound asking for 1024 resident threads an SM
+      (ptxas fits 64 registers a thread) so that the weights' loads cost no residency
 
-One slot per statistic is enough: a block stores the next row's sum after barrier B, which no block passes
-before every block has read this row's sums (they read them before arriving at B); likewise the next
-squared sum after the next A. The barrier at the start makes sure every block of the cluster has shared
-memory before the first store; after the last barrier a block reads only its own.
+v1's single slot per statistic is enough: a block stores the next row's sum after barrier B, which no block
+passes before every block has read this row's sums; likewise the next squared sum after the next A. v3 has
+one barrier a row, so two slots (row parity), as softmax's cluster kernel. The barrier at the start makes sure
+every block of the cluster has shared memory before the first store; after the last barrier a block reads
+only its own.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ import math
 import numpy as np
 
 from ...arrays import ArgumentError
-from ...clusters import MAX_CLUSTER, cluster_index, cluster_launcher, cluster_rank, cluster_sync, dsmem_store
+from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_launcher, cluster_rank, cluster_sync,
+                         cluster_wait, dsmem_store)
 from ...clusters import cluster_refusal as clusters_refusal
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...intrinsics import load4
@@ -35,6 +44,10 @@ from ..softmax import cluster as scl
 from ..softmax import split as sp
 from ..softmax.workload import require_aligned
 from . import workload as ln
+from .welford import welford_combine
+
+RESIDENT_THREADS = 1024  # v3's launch bound: this many threads an SM, so ptxas fits 64 registers a thread
+_ALL_LANES = 0xFFFFFFFF
 
 _ZERO, _ONE = np.float32(0), np.float32(1)
 
@@ -66,10 +79,10 @@ def _normalized(x, m, r, g, b, e, row_lo, row_hi):
 
 @functools.lru_cache(maxsize=None)
 def layernorm_cluster_kernel(shape: scl.ClusterShape, vector_out: bool = False):
-    """vector_out (the study's v2): the last step in 16-byte stores with gamma and beta in 16-byte loads, as
-    softmax's cluster kernel stores, instead of one float at a time. The price, before any run: the compiler
-    hoists every chunk's weight loads, and ptxas counts 56-64 -> 64-96 registers a thread (96 at 32768 columns:
-    half the resident blocks), so the study times it beside `cluster` before it could replace it."""
+    """v1, or with vector_out v2: the last step in 16-byte stores with gamma and beta in 16-byte loads, as
+    softmax's cluster kernel stores, instead of one float at a time. The price: the compiler hoists every
+    chunk's weight loads, and ptxas counts 56-64 -> 64-96 registers a thread (96 at 32768 columns: half the
+    resident blocks)."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
     held = 4 * C
 
@@ -143,6 +156,118 @@ def layernorm_cluster_kernel(shape: scl.ClusterShape, vector_out: bool = False):
     return layernorm_cluster
 
 
+@cuda.jit(device=True, inline=True)
+def _in_row(v, row_lo, row_hi):
+    """How many of elements 4v .. 4v + 3 are in [row_lo, row_hi) (0 to 4)."""
+    return max(0, min(4 * v + 4, row_hi) - max(4 * v, row_lo))
+
+
+@cuda.jit(device=True, inline=True)
+def _masked4(x, v, row_lo, row_hi):
+    """Elements 4v .. 4v + 3 of x, those outside [row_lo, row_hi) as 0: one 16-byte load inside the row."""
+    e = 4 * v
+    if e >= row_lo and e + 3 < row_hi:
+        return load4(x, v)
+    return (x[e] if _inside(e, row_lo, row_hi) else _ZERO, x[e + 1] if _inside(e + 1, row_lo, row_hi) else _ZERO,
+            x[e + 2] if _inside(e + 2, row_lo, row_hi) else _ZERO, x[e + 3] if _inside(e + 3, row_lo, row_hi) else _ZERO)
+
+
+@cuda.jit(device=True, inline=True)
+def _deviation(a, mean, e, row_lo, row_hi):
+    return a - mean if _inside(e, row_lo, row_hi) else _ZERO
+
+
+@cuda.jit(device=True, inline=True)
+def block_welford(n, mean, m2, scratch_n, scratch_m, scratch_q):
+    """Every thread's (count, mean, M2) -> the block's, to every thread: a butterfly of Chan merges in each warp,
+    lane 0 of each warp to `scratch_*`, one barrier, every thread merges the warps' (reduce.py's block_md, for
+    this triple)."""
+    lanes = 16
+    while lanes > 0:
+        n, mean, m2 = welford_combine(n, mean, m2, cuda.shfl_xor_sync(_ALL_LANES, n, lanes),
+                                      cuda.shfl_xor_sync(_ALL_LANES, mean, lanes),
+                                      cuda.shfl_xor_sync(_ALL_LANES, m2, lanes))
+        lanes //= 2
+    tid = cuda.threadIdx.x
+    if (tid & 31) == 0:
+        scratch_n[tid >> 5], scratch_m[tid >> 5], scratch_q[tid >> 5] = n, mean, m2
+    cuda.syncthreads()
+    n, mean, m2 = scratch_n[0], scratch_m[0], scratch_q[0]
+    for w in range(1, cuda.blockDim.x >> 5):
+        n, mean, m2 = welford_combine(n, mean, m2, scratch_n[w], scratch_m[w], scratch_q[w])
+    return n, mean, m2
+
+
+@functools.lru_cache(maxsize=None)
+def layernorm_chan_kernel(shape: scl.ClusterShape):
+    """v3: one exchange a row, of (count, mean, M2) merged by Chan's rule; 16-byte loads and stores."""
+    K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
+    held, slots, warps = 4 * C, 2 * K, T // 32
+
+    @ln.row_jit(f"layernorm_cluster{K}_{T}x{C}_v3", T, max(1, RESIDENT_THREADS // T))
+    def layernorm_cluster_v3(x, gamma, beta, out, rows, cols, slice_vectors, eps):
+        vals = cuda.local.array(held, np.float32)
+        scratch_n = cuda.shared.array(warps, np.float32)
+        scratch_m = cuda.shared.array(warps, np.float32)
+        scratch_q = cuda.shared.array(warps, np.float32)
+        peer_n = cuda.shared.array(slots, np.float32)  # [slot K + rank]: the triples the cluster's blocks store here
+        peer_m = cuda.shared.array(slots, np.float32)
+        peer_q = cuda.shared.array(slots, np.float32)
+        tid, j = cuda.threadIdx.x, cluster_rank()
+        clusters = cuda.gridDim.x // K
+        cluster_sync()  # every block of the cluster has started before anyone stores into its shared memory
+        row, slot = cluster_index(), 0
+        while row < rows:  # uniform across the cluster: every thread reaches every barrier
+            row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
+            row_hi = row_lo + cols
+            s, n = _ZERO, 0
+            for k in range(C):  # all loads first, each independent: 16 C bytes in flight
+                v = first + tid + k * T
+                if v < end:
+                    a0, a1, a2, a3 = _masked4(x, v, row_lo, row_hi)
+                    n += _in_row(v, row_lo, row_hi)
+                else:
+                    a0, a1, a2, a3 = _ZERO, _ZERO, _ZERO, _ZERO
+                vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
+                s += (a0 + a1) + (a2 + a3)
+            count = np.float32(n)
+            mean = s / count if n > 0 else _ZERO
+            q = _ZERO  # M2 from deviations about the thread's own mean: no sum of squares to cancel
+            for k in range(C):
+                v = first + tid + k * T
+                e = 4 * v
+                if v < end:
+                    d0 = _deviation(vals[4 * k], mean, e, row_lo, row_hi)
+                    d1 = _deviation(vals[4 * k + 1], mean, e + 1, row_lo, row_hi)
+                    d2 = _deviation(vals[4 * k + 2], mean, e + 2, row_lo, row_hi)
+                    d3 = _deviation(vals[4 * k + 3], mean, e + 3, row_lo, row_hi)
+                    q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
+            bn, bm, bq = block_welford(count, mean, q, scratch_n, scratch_m, scratch_q)
+            if tid < K:  # thread p hands the block's triple to block p of the cluster
+                dsmem_store(peer_n, slot * K + j, tid, bn)
+                dsmem_store(peer_m, slot * K + j, tid, bm)
+                dsmem_store(peer_q, slot * K + j, tid, bq)
+            cluster_arrive()  # release: the stores above are visible to whoever passes the wait
+            cluster_wait()
+            rn, rm, rq = peer_n[slot * K], peer_m[slot * K], peer_q[slot * K]
+            for p in range(1, K):
+                rn, rm, rq = welford_combine(rn, rm, rq, peer_n[slot * K + p], peer_m[slot * K + p],
+                                             peer_q[slot * K + p])
+            r = _ONE / math.sqrt(rq / rn + eps)
+            for k in range(C):
+                v = first + tid + k * T
+                if v < end:
+                    g0, g1, g2, g3 = _weights4(gamma, v, row_lo, row_hi)
+                    b0, b1, b2, b3 = _weights4(beta, v, row_lo, row_hi)
+                    sp.store_vector(out, v, row_lo, row_hi, (vals[4 * k] - rm) * r * g0 + b0,
+                                    (vals[4 * k + 1] - rm) * r * g1 + b1, (vals[4 * k + 2] - rm) * r * g2 + b2,
+                                    (vals[4 * k + 3] - rm) * r * g3 + b3)
+            row += clusters
+            slot = 1 - slot
+
+    return layernorm_cluster_v3
+
+
 def cluster_refusal(cols: int) -> str | None:
     """None when `cluster` runs rows of `cols` floats here; else why not, and what to use."""
     if (why := clusters_refusal()) is not None:
@@ -153,21 +278,28 @@ def cluster_refusal(cols: int) -> str | None:
     return None
 
 
-def plan_cluster(size: Size, vector_out: bool = False) -> Plan:
+def cluster_kernel(shape: scl.ClusterShape, version: int = 3):
+    """The kernel of version 1, 2 or 3 (the module's docstring) for this layout."""
+    if version == 3:
+        return layernorm_chan_kernel(shape)
+    return layernorm_cluster_kernel(shape, vector_out=version == 2)
+
+
+def plan_cluster(size: Size, version: int = 3) -> Plan:
     """x once, out once, gamma and beta for every row (from the caches); the statistics through shared memory."""
     r, c = size.rows, size.cols
     shape = scl.cluster_shape(c)
     if shape is None:
         raise ValueError(cluster_refusal(c))
-    kernel = layernorm_cluster_kernel(shape, vector_out)
+    kernel = cluster_kernel(shape, version)
     return Plan((KernelLaunch(kernel_name(kernel), r * shape.slices, shape.threads, bytes_read=ln.F32 * 3 * r * c,
                               bytes_written=ln.F32 * r * c, read_bytes_in_flight=16 * shape.chunks),))
 
 
 def bind_cluster(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None,
-                 vector_out: bool = False):
+                 version: int = 3):
     """A cluster per row (or `clusters` clusters striding over the rows); shape: another layout than the width's;
-    vector_out: the study's v2 (16-byte stores and weight loads)."""
+    version: 1 or 2, the study's earlier kernels (the module's docstring)."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
     require_aligned(x=x, out=out)  # 16-byte vectors at every width (split.py's: rows need not start aligned)
     if (why := cluster_refusal(cols)) is not None and shape is None:
@@ -176,18 +308,24 @@ def bind_cluster(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = 
         return ln._no_op
     shape = shape or scl.cluster_shape(cols)
     grid = min(rows, clusters or rows) * shape.slices
-    return cluster_launcher(layernorm_cluster_kernel(shape, vector_out), grid, shape.threads, shape.slices,
+    return cluster_launcher(cluster_kernel(shape, version), grid, shape.threads, shape.slices,
                             (x.reshape(rows * cols), gamma, beta, out.reshape(rows * cols), rows, cols,
                              shape.slice_vectors(cols), np.float32(ln.EPS)), stream)
 
 
-CLUSTER_V2 = Variant("cluster_v2", "fused", "cluster with 16-byte stores and 16-byte gamma and beta loads in its last "
-                     "step (softmax's cluster kernel stores so); unregistered: the study's v2, timed beside it",
-                     functools.partial(plan_cluster, vector_out=True), functools.partial(bind_cluster, vector_out=True),
-                     lambda size: cluster_refusal(size.cols))
+def _version(number: int, what: str) -> Variant:
+    return Variant(f"cluster_v{number}", "fused", f"{what}; unregistered: the study times it beside `cluster` (v3)",
+                   functools.partial(plan_cluster, version=number), functools.partial(bind_cluster, version=number),
+                   lambda size: cluster_refusal(size.cols))
+
+
+CLUSTER_V1 = _version(1, "cluster's first kernel: two exchanges a row (sum, then squared deviations), stores one "
+                         "float at a time")
+CLUSTER_V2 = _version(2, "v1 with 16-byte stores and 16-byte gamma and beta loads in its last step")
 
 ln.WORKLOAD.add(Variant("cluster", "fused", "1 kernel, each row split across a thread-block cluster (softmax's "
-                                            "layout); the blocks swap the row's sum, then its squared deviations, "
-                                            "through distributed shared memory (cc >= 9.0)",
+                                            "layout); each block merges its slice into (count, mean, M2), the "
+                                            "blocks swap them through distributed shared memory and merge them "
+                                            "with Chan's rule: one cluster barrier a row (cc >= 9.0)",
                         plan_cluster, bind_cluster,
                         lambda size: cluster_refusal(size.cols)))

@@ -12,9 +12,9 @@ from typing import Any
 
 from ...instrument import ptxas
 from ...instrument.ptxas import THREADS_PER_SM, blocks_per_sm
-from .study import SHAPES
+from .study import LONG, SHAPES
 from ..softmax.cluster import cluster_shape
-from .cluster import layernorm_cluster_kernel
+from .cluster import cluster_kernel
 from .workload import fused_kernel, fused_shape, stream_shape, unfused_kernels
 
 
@@ -29,8 +29,8 @@ def _signature(kernel: Any) -> tuple:
 
 
 def usage(kernel: Any, block: int) -> dict[str, Any]:
-    """ptxas's count for a layernorm kernel, launched with its variant's arguments."""
-    return ptxas.usage(kernel.py_func, _signature(kernel), block)
+    """ptxas's count for a layernorm kernel, launched with its variant's arguments, compiled with its launch bound."""
+    return ptxas.usage(kernel.py_func, _signature(kernel), block, kernel.targetoptions.get("launch_bounds"))
 
 
 def kernels_at(cols: int) -> list[tuple[str, Any, int, float]]:
@@ -45,13 +45,14 @@ def kernels_at(cols: int) -> list[tuple[str, Any, int, float]]:
                   ("persistent", fused_kernel(shape, hold=True), shape.block, shape.rows_per_block)]
     clustered = cluster_shape(cols)
     if clustered is not None:
-        found.append(("cluster", layernorm_cluster_kernel(clustered), clustered.threads, 1 / clustered.slices))
+        found += [(name, cluster_kernel(clustered, version), clustered.threads, 1 / clustered.slices)
+                  for name, version in (("cluster", 3), ("cluster v1", 1), ("cluster v2", 2))]
     return found
 
 
 def table() -> list[dict[str, Any]]:
     rows = []
-    for size in SHAPES:
+    for size in SHAPES + LONG:
         for variant, kernel, block, rows_per_block in kernels_at(size.cols):
             row = ptxas.kernel_row(size, variant, kernel.py_func, block, usage(kernel, block))
             resident = row["blocks_per_sm"]

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from ...profile.anchors import torch_anchor
 from ...profile.study import Group, Study, version
-from .cluster import CLUSTER_V2
+from .cluster import CLUSTER_V1, CLUSTER_V2
 from .workload import EPS, WORKLOAD as W
 
 SHAPES = tuple(W.size(rows=r, cols=c) for r, c in ((65536, 1024), (16384, 4096), (8192, 8192), (16384, 1000)))
 # rows one block cannot hold (past fused's MAX_COLS): where `cluster` is meant to pay; 256 MiB of x each
 LONG = tuple(W.size(rows=r, cols=c) for r, c in ((2048, 32768), (1024, 65536), (512, 131072)))
-LONG_LINES = ("unfused", "cluster", "v2", "torch.layer_norm", "torch.compile")
+LONG_LINES = ("unfused", "cluster", "v1", "v2", "torch.layer_norm", "torch.compile")
 CHECK_ROWS = 67  # odd: a row-per-warp layout's last block is partly idle
 
 
@@ -25,8 +25,9 @@ def _layer_norm(torch, t, size):
 STUDY = Study(
     W,
     groups=(Group("shapes", SHAPES), Group("long", LONG, lines=LONG_LINES)),
-    versions=(version("v2", CLUSTER_V2, "cluster with 16-byte stores and gamma/beta loads (its stores are one "
-                      "float at a time; softmax's cluster kernel stores 16 bytes)"),),
+    versions=(version("v1", CLUSTER_V1, "cluster's first kernel: two exchanges a row, stores one float at a time"),
+              version("v2", CLUSTER_V2, "v1 with 16-byte stores and gamma/beta loads (softmax's cluster kernel "
+                      "stores 16 bytes)")),
     useful_bytes=lambda size: 8 * size.elements,
     check_size=lambda size: size.replace(rows=CHECK_ROWS),
     check_sizes=(W.size(rows=5, cols=67), W.size(rows=3, cols=516)),
