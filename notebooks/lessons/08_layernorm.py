@@ -226,18 +226,21 @@ print(f"{'rows x cols':<14}{'kernel':<19}{'threads':>8}{'regs':>6}{'blocks/SM':>
 held = {}
 for r in compiled["records"]:
     shape = (r["size"]["rows"], r["size"]["cols"])
-    measured = shapes.get(shape, {}).get(r["variant"])
+    measured = shapes.get(shape, {}).get(r["variant"].removeprefix("cluster "))  # "cluster v1": the study's v1
     share = f"{measured['of_ceiling']:.0%}" if measured else ""
     held.setdefault(shape, {})[r["variant"]] = r
     print(f"{shape[0]:>6} x {shape[1]:<6}{r['variant']:<19}{r['threads']:>8}{r['registers']:>6}"
           f"{r['blocks_per_sm']:>10}{r['rows_per_sm']:>8g}{r['occupancy']:>10.0%}{share:>11}")
-fused = {shape: got["fused"] for shape, got in held.items() if shape[0] * shape[1] == 1 << 26}  # 256 MiB of x
+fused = {shape: got["fused"] for shape, got in held.items()
+         if "fused" in got and shape[0] * shape[1] == 1 << 26}  # 256 MiB of x, rows fused holds
 occupancy = [f["occupancy"] for f in fused.values()]
 share = [shapes[k]["fused"]["of_ceiling"] for k in fused]
 print(f"\nfused at the 256 MiB shapes: occupancy {min(occupancy):.0%} to {max(occupancy):.0%}, share of the ceiling "
       f"{min(share):.0%} to {max(share):.0%}")
 print("holding gamma and beta (persistent) against re-reading them (fused):")
 for shape, got in held.items():
+    if "persistent" not in got:  # the long rows: no one-block kernel holds them
+        continue
     f, p = got["fused"], got["persistent"]
     print(f"{shape[0]:>6} x {shape[1]:<6} +{p['registers'] - f['registers']} registers a thread, resident threads "
           f"{f['threads_per_sm']} -> {p['threads_per_sm']} per SM")
