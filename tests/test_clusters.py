@@ -329,8 +329,18 @@ def test_the_cluster_layernorm_is_registered_and_refuses_what_it_cannot_hold():
     assert plan.n_launches == 1 and plan.bytes_total == 4 * 3 * 203 * 4  # x, gamma, beta read; out written
 
 
+def test_the_half_held_layouts_hold_the_row_in_half_the_floats_a_thread():
+    from kernels_lab.topics.layernorm import cluster as lcl
+    for shape in (cl.ClusterShape(2, 512, 8), cl.ClusterShape(16, 256, 8)):
+        half = lcl.half_held(shape)
+        assert half.chunks * 2 == shape.chunks and half.slices * half.threads == 2 * shape.slices * shape.threads
+        assert half.slices <= cl.MAX_CLUSTER
+    assert lcl.half_held(cl.ClusterShape(2, 512, 8)) == cl.ClusterShape(4, 512, 4)  # more blocks a row first
+    assert lcl.half_held(cl.ClusterShape(16, 256, 8)) == cl.ClusterShape(16, 512, 4)  # the cluster is full
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("cols", [16385, 65536, 131071])
 def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, version, rng):
     from kernels_lab.topics.layernorm import cluster as lcl

@@ -16,7 +16,9 @@ Three versions, numbered as they were written, each changing one thing the profi
       (count, mean, M2), the block merges them with Chan's rule (lesson 08's exercise, welford.py), thread
       p < k stores the block's triple into block p's shared memory, one cluster barrier, every thread merges
       the k triples; 16-byte stores as v2, with the launch bound asking for 1024 resident threads an SM
-      (ptxas fits 64 registers a thread) so that the weights' loads cost no residency
+      (ptxas fits 64 registers a thread, spilling 20 bytes) so that the weights' loads cost no residency
+  v4  v3 holding 16 floats a thread instead of 32 (twice the blocks a row, or twice the threads): no spill
+  v5  v4 asking 1536 resident threads an SM (40 registers, 12 bytes spilled): more warps, more bytes in flight
 
 v1's single slot per statistic is enough: a block stores the next row's sum after barrier B, which no block
 passes before every block has read this row's sums; likewise the next squared sum after the next A. v3 has
@@ -199,12 +201,14 @@ def block_welford(n, mean, m2, scratch_n, scratch_m, scratch_q):
 
 
 @functools.lru_cache(maxsize=None)
-def layernorm_chan_kernel(shape: scl.ClusterShape):
-    """v3: one exchange a row, of (count, mean, M2) merged by Chan's rule; 16-byte loads and stores."""
+def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THREADS):
+    """v3: one exchange a row, of (count, mean, M2) merged by Chan's rule; 16-byte loads and stores.
+    resident: the threads an SM the launch bound asks for (the compiler caps registers to fit them)."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
     held, slots, warps = 4 * C, 2 * K, T // 32
 
-    @ln.row_jit(f"layernorm_cluster{K}_{T}x{C}_v3", T, max(1, RESIDENT_THREADS // T))
+    tag = "" if resident == RESIDENT_THREADS else f"_r{resident}"
+    @ln.row_jit(f"layernorm_cluster{K}_{T}x{C}_v3{tag}", T, max(1, resident // T))
     def layernorm_cluster_v3(x, gamma, beta, out, rows, cols, slice_vectors, eps):
         vals = cuda.local.array(held, np.float32)
         scratch_n = cuda.shared.array(warps, np.float32)
@@ -278,17 +282,32 @@ def cluster_refusal(cols: int) -> str | None:
     return None
 
 
+def half_held(shape: scl.ClusterShape) -> scl.ClusterShape:
+    """The layout holding half the floats a thread (v4, v5): twice the blocks a row (to 16), else twice the threads."""
+    if 2 * shape.slices <= MAX_CLUSTER:
+        return scl.ClusterShape(2 * shape.slices, shape.threads, shape.chunks // 2)
+    return scl.ClusterShape(shape.slices, 2 * shape.threads, shape.chunks // 2)
+
+
+def layout(cols: int, version: int = 3) -> scl.ClusterShape | None:
+    """The layout a version runs rows of `cols` floats with (None: no cluster holds them)."""
+    shape = scl.cluster_shape(cols)
+    if shape is None or version < 4 or shape.chunks < 2:
+        return shape
+    return half_held(shape)
+
+
 def cluster_kernel(shape: scl.ClusterShape, version: int = 3):
-    """The kernel of version 1, 2 or 3 (the module's docstring) for this layout."""
-    if version == 3:
-        return layernorm_chan_kernel(shape)
+    """The kernel of version 1 to 5 (the module's docstring) for this layout."""
+    if version >= 3:
+        return layernorm_chan_kernel(shape, 1536 if version == 5 else RESIDENT_THREADS)
     return layernorm_cluster_kernel(shape, vector_out=version == 2)
 
 
 def plan_cluster(size: Size, version: int = 3) -> Plan:
     """x once, out once, gamma and beta for every row (from the caches); the statistics through shared memory."""
     r, c = size.rows, size.cols
-    shape = scl.cluster_shape(c)
+    shape = layout(c, version)
     if shape is None:
         raise ValueError(cluster_refusal(c))
     kernel = cluster_kernel(shape, version)
@@ -299,14 +318,14 @@ def plan_cluster(size: Size, version: int = 3) -> Plan:
 def bind_cluster(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None,
                  version: int = 3):
     """A cluster per row (or `clusters` clusters striding over the rows); shape: another layout than the width's;
-    version: 1 or 2, the study's earlier kernels (the module's docstring)."""
+    version: 1, 2, 4 or 5, the study's other kernels (the module's docstring)."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
     require_aligned(x=x, out=out)  # 16-byte vectors at every width (split.py's: rows need not start aligned)
     if (why := cluster_refusal(cols)) is not None and shape is None:
         raise ArgumentError(why)
     if x.size == 0:
         return ln._no_op
-    shape = shape or scl.cluster_shape(cols)
+    shape = shape or layout(cols, version)
     grid = min(rows, clusters or rows) * shape.slices
     return cluster_launcher(cluster_kernel(shape, version), grid, shape.threads, shape.slices,
                             (x.reshape(rows * cols), gamma, beta, out.reshape(rows * cols), rows, cols,
@@ -322,6 +341,9 @@ def _version(number: int, what: str) -> Variant:
 CLUSTER_V1 = _version(1, "cluster's first kernel: two exchanges a row (sum, then squared deviations), stores one "
                          "float at a time")
 CLUSTER_V2 = _version(2, "v1 with 16-byte stores and 16-byte gamma and beta loads in its last step")
+CLUSTER_V4 = _version(4, "v3 holding half the floats a thread (twice the blocks a row, or the threads): 63 "
+                         "registers and no spill where v3 spills 20 bytes")
+CLUSTER_V5 = _version(5, "v4 asking 1536 resident threads an SM: 40 registers, 12 bytes spilled")
 
 ln.WORKLOAD.add(Variant("cluster", "fused", "1 kernel, each row split across a thread-block cluster (softmax's "
                                             "layout); each block merges its slice into (count, mean, M2), the "

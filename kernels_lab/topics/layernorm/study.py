@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from ...profile.anchors import torch_anchor
 from ...profile.study import Group, Study, version
-from .cluster import CLUSTER_V1, CLUSTER_V2
+from .cluster import CLUSTER_V1, CLUSTER_V2, CLUSTER_V4, CLUSTER_V5
 from .workload import EPS, WORKLOAD as W
 
 SHAPES = tuple(W.size(rows=r, cols=c) for r, c in ((65536, 1024), (16384, 4096), (8192, 8192), (16384, 1000)))
 # rows one block cannot hold (past fused's MAX_COLS): where `cluster` is meant to pay; 256 MiB of x each
 LONG = tuple(W.size(rows=r, cols=c) for r, c in ((2048, 32768), (1024, 65536), (512, 131072)))
-LONG_LINES = ("unfused", "cluster", "v1", "v2", "torch.layer_norm", "torch.compile")
+LONG_LINES = ("unfused", "cluster", "v1", "v2", "v4", "v5", "torch.layer_norm", "torch.compile")
 CHECK_ROWS = 67  # odd: a row-per-warp layout's last block is partly idle
 
 
@@ -27,7 +27,9 @@ STUDY = Study(
     groups=(Group("shapes", SHAPES), Group("long", LONG, lines=LONG_LINES)),
     versions=(version("v1", CLUSTER_V1, "cluster's first kernel: two exchanges a row, stores one float at a time"),
               version("v2", CLUSTER_V2, "v1 with 16-byte stores and gamma/beta loads (softmax's cluster kernel "
-                      "stores 16 bytes)")),
+                      "stores 16 bytes)"),
+              version("v4", CLUSTER_V4, "cluster (v3) holding 16 floats a thread: no spill"),
+              version("v5", CLUSTER_V5, "v4 with 1536 resident threads an SM asked of the compiler")),
     useful_bytes=lambda size: 8 * size.elements,
     check_size=lambda size: size.replace(rows=CHECK_ROWS),
     check_sizes=(W.size(rows=5, cols=67), W.size(rows=3, cols=516)),
