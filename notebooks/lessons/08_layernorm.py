@@ -137,7 +137,7 @@ ceiling = res["meta"]["ceiling_GBs"]
 shapes = {}
 for r in res["records"]:
     shapes.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
-names = [n for n in ("unfused", "fused", "persistent", "cluster", "v2", "torch.layer_norm", "torch.compile")
+names = [n for n in ("unfused", "fused", "persistent", "cluster", "v1", "v2", "torch.layer_norm", "torch.compile")
          if any(n in got for got in shapes.values())]
 print(f"{res['meta']['device']}, {res['meta']['date'][:10]}, copy ceiling {ceiling:.0f} GB/s "
       f"(measured by `{res['meta']['command']}`)\n")
@@ -154,64 +154,111 @@ for (rows, cols), got in shapes.items():
 # ![every variant and torch at each shape, GB/s](../figures/layernorm_h100_shapes.png)
 #
 # `cluster` spreads each row over a thread-block cluster that meets in distributed shared memory (lesson
-# 04's layout for long rows). At the first four shapes, which one block holds, it is the slowest line,
-# behind even `unfused`. It is meant for rows one block cannot hold (past `MAX_COLS` in
+# 04's layout for long rows). It is meant for rows one block cannot hold (past `MAX_COLS` in
 # `kernels_lab/topics/layernorm/workload.py`): the last three rows of the table (the study's `long` group),
-# where only it, `unfused` and torch run, and it is still behind `unfused`. `v2` is the same kernel with
-# 16-byte stores and 16-byte loads of gamma and beta (below: why). An earlier run on an H200
-# (`kernels_lab/topics/softmax/cluster_recheck.py`, before `v2`) timed the long rows too, 256 MiB of x each:
-
-# %%
-recheck = lessons.committed("softmax_cluster_recheck_h200.json")
-print(recheck["meta"]["device"])
-for r in recheck["records"]:
-    if r["workload"] == "layernorm":
-        print(f"{r['rows']:>5} x {r['cols']:<7}{r['version']:<19}{r['GBs']:6.0f} GB/s = {r['of_ceiling']:4.0%} of the "
-              f"copy ceiling, {r['vs_torch']:.2f}x torch's layer_norm")
-
-# %% [markdown]
-# There too the cluster kernel is behind `unfused` and far from the ceiling, where lesson 04's cluster softmax,
-# the same layouts with one statistic less, reaches far more of it.
+# where only it, `unfused` and torch run. At the first four shapes, which one block holds, `fused` is the kernel
+# to use. `cluster` is the third version of the kernel (`kernels_lab/topics/layernorm/cluster.py`, the versions
+# side by side); the study times the earlier two beside it:
+# - `v1` computes the mean, exchanges the k block sums through DSMEM, waits at a cluster barrier, then the
+#   squared deviations, a second exchange and barrier, and stores one float at a time;
+# - `v2` is v1 with 16-byte stores and 16-byte loads of gamma and beta;
+# - `cluster` (the third version) makes one exchange a row: each thread folds its elements into (count, mean,
+#   M2), the block merges them with **the exercise's Chan rule**, the k blocks swap their triples, one cluster
+#   barrier, and every thread merges the k triples. It stores 16 bytes at a time, as v2 does, and its launch bound asks for
+#   1024 resident threads an SM, so the compiler fits it in 64 registers a thread.
 #
-# ### Why: the cluster kernel's profile
-# Nsight Compute ran each kernel once on the H100 (`python -m kernels_lab.profile.ncu_lines layernorm ...`
-# under `ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis`;
-# the command is in each file's first line): at 8192 columns `fused` beside `cluster` and `v2`, at 32768 the
-# three kernels of `unfused` beside them. The last column counts the 32-byte sectors that entered L2's write
-# path (ncu's *L2 Compression Input Sectors*) per sector of the output: 1.0 is every sector written once.
+# The long rows, from the same file:
 
 # %%
-print(f"{'rows x cols':<14}{'kernel':<38}{'us':>5}{'DRAM %':>7}{'regs':>5}{'occupancy':>10}{'L1 hit':>7}{'L2 hit':>7}"
-      f"{'L2 writes':>10}")
-for rows, cols in ((8192, 8192), (2048, 32768)):
-    out_sectors = rows * cols * 4 / 32
-    for kernel, m in lessons.committed_ncu(f"ncu_layernorm_{rows}x{cols}_h100.csv").items():
-        print(f"{rows:>6} x {cols:<6}{kernel:<38}{m['Duration'] / 1e3:5.0f}{m['DRAM Throughput']:7.0f}"
-              f"{m['Registers Per Thread']:5.0f}{m['Achieved Occupancy']:9.0f}%{m['L1/TEX Hit Rate']:6.0f}%"
-              f"{m['L2 Hit Rate']:6.0f}%{m['L2 Compression Input Sectors'] / out_sectors:10.2f}")
+print(f"{'rows x cols':<16}" + "".join(f"{n:>17}" for n in ("v1", "v2", "cluster", "unfused", "torch.layer_norm",
+                                                          "torch.compile")) + "   (share of the ceiling)")
+for (rows, cols), got in shapes.items():
+    if "fused" in got:  # one block holds these rows
+        continue
+    print(f"{rows:>6} x {cols:<8}" + "".join(f"{got[n]['of_ceiling']:>17.0%}" for n in
+                                              ("v1", "v2", "cluster", "unfused", "torch.layer_norm", "torch.compile")))
+    c = got["cluster"]["time_ms"]
+    print(f"{'':16}cluster takes {c / got['v1']['time_ms']:.2f} of v1's time, {c / got['unfused']['time_ms']:.2f} "
+          f"of unfused's; {got['torch.layer_norm']['time_ms'] / c:.2f}x torch.layer_norm, "
+          f"{got['torch.compile']['time_ms'] / c:.2f}x torch.compile")
 
 # %% [markdown]
-# Two causes, one for each version:
-# - **`cluster` writes every sector four times.** Each thread holds four consecutive floats of the row, so
+# One exchange instead of two and 16-byte stores in 64 registers: the cluster kernel now beats `unfused` and
+# torch's eager `layer_norm` on every long row, and takes about half of `v1`'s time. It is not at the copy
+# ceiling, and `torch.compile`'s kernel beats it at 32768 columns. Why v1 and v2 were slow, and what is left
+# in v3, is in the profile.
+#
+# ### Why: the cluster kernels' profile
+# Nsight Compute ran each kernel once on the same H100 in the same call (`python -m
+# kernels_lab.profile.ncu_lines layernorm ...` under `ncu --section SpeedOfLight --section Occupancy --section
+# LaunchStats --section MemoryWorkloadAnalysis`; the command is in each file's first line): at 8192 columns
+# `fused` beside the cluster versions, at 32768 the three kernels of `unfused` beside them (a kernel's name
+# says its layout: `cluster2_512x8` is 2 blocks a row of 512 threads holding 8 vectors of 4 floats each; the
+# name ends in `_v3` for `cluster`, `_v2` for v2 and nothing for v1). The last two columns: the local-memory
+# (spill) requests, and the 32-byte sectors that entered L2's write path (ncu's *L2 Compression Input
+# Sectors*) per sector of the output: 1.0 is every sector written once.
+
+# %%
+def profile_table(gpu):
+    print(f"{'rows x cols':<14}{'kernel':<38}{'us':>5}{'DRAM %':>7}{'regs':>5}{'occupancy':>10}{'L1 hit':>7}"
+          f"{'spills':>8}{'L2 writes':>10}")
+    for rows, cols in ((8192, 8192), (2048, 32768)):
+        out_sectors = rows * cols * 4 / 32
+        for kernel, m in lessons.committed_ncu(f"ncu_layernorm_{rows}x{cols}_{gpu}.csv").items():
+            print(f"{rows:>6} x {cols:<6}{kernel:<38}{m['Duration'] / 1e3:5.0f}{m['DRAM Throughput']:7.0f}"
+                  f"{m['Registers Per Thread']:5.0f}{m['Achieved Occupancy']:9.0f}%{m['L1/TEX Hit Rate']:6.0f}%"
+                  f"{m['Local Memory Spilling Requests']:8.0f}{m['L2 Compression Input Sectors'] / out_sectors:10.2f}")
+
+
+profile_table("h100")
+
+# %% [markdown]
+# One cause for each version, and what is left:
+# - **`v1` writes every sector four times.** Each thread holds four consecutive floats of the row, so
 #   when every thread stores its first float, a warp's 32 stores land 16 bytes apart: each 32-byte sector
 #   receives 4 bytes from this instruction and the rest from three more. L2 takes about four partial writes
 #   per sector of the output (the last column), and DRAM runs at a fraction of its peak. Softmax's cluster
 #   kernel stores its four floats as one 16-byte vector, which is why the same layout serves it well.
-# - **`v2` stores 16 bytes at a time**, and the last column drops to 1: at 8192 columns it takes about a third
-#   less time than `cluster`. What is left is residency: the registers column (the count the H100's driver
-#   compiled; at 8192 columns above the ptxas count in the next table) keeps occupancy at half of `fused`'s or less, so an SM has
-#   half the warps to hide the same load and barrier latencies with; at 32768 columns `v2` needs the most
-#   registers of all and gains little. `unfused`'s three kernels, each simple, keep their SMs full
-#   and together take less time than either.
+# - **`v2` stores 16 bytes at a time**, and the last column drops to 1. What is left is residency: the
+#   registers column (the count the H100's driver compiled) keeps occupancy at half of `fused`'s or less, so an
+#   SM has half the warps to hide the same load and barrier latencies with; at 32768 columns v2 needs the most
+#   registers of all and gains little.
+# - **`cluster` (v3) asks the compiler for residency** (the launch bound) and gets 64 registers a thread
+#   at v1's occupancy or better, with v2's stores and one cluster barrier a row instead of two. The price shows in
+#   the spills column: at 64 registers ptxas keeps 20 bytes a thread in local memory, and those stores pass
+#   through L2 too (the last column is a little above 1).
 #
-# So the cluster layernorm does not yet do what it is for. Not tried here: a layout with fewer floats held
-# per thread (fewer registers, more resident warps), and one exchange per row instead of two (each block
-# sends its (count, mean, M2) and the blocks merge them with the exercise's Chan rule: one cluster barrier
-# where there are two).
+# Is the spill what holds v3 back? The study asked on an H200: `v4` is v3 holding 16 floats a thread instead of
+# 32 (twice the blocks a row: 63 registers, no spill), `v5` is v4 asking for 1536 resident threads (40
+# registers, some spill again). The H200's run of the study, and its profile:
+
+# %%
+h200 = lessons.committed("layernorm_h200.json")
+print(f"{h200['meta']['device']}, {h200['meta']['date'][:10]}, copy ceiling {h200['meta']['ceiling_GBs']:.0f} GB/s\n")
+wide = {}
+for r in h200["records"]:
+    wide.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+versions = ("v1", "v2", "cluster", "v4", "v5", "unfused", "torch.layer_norm", "torch.compile")
+print(f"{'rows x cols':<16}" + "".join(f"{n:>17}" for n in versions) + "   (share of the ceiling)")
+for (rows, cols), got in wide.items():
+    if "fused" not in got:
+        print(f"{rows:>6} x {cols:<8}" + "".join(f"{got[n]['of_ceiling']:>17.0%}" for n in versions))
+print()
+profile_table("h200")
+
+# %% [markdown]
+# Without the spill, v4 is slower than v3, not faster, and v5's extra warps do not make up for it: the spill
+# is not what holds v3 back. Each thread of v4 has half of v3's bytes in flight, and at the same occupancy
+# (the profile) the SM has half as many loads outstanding, which is consistent with its loss (it also has twice
+# the blocks a row meeting at each barrier). Lesson 04's H200 section weighs the same explanation (Little's law:
+# bytes in flight) for the softmax kernels on this GPU. Here the cluster kernel is still ahead of `unfused`
+# and eager torch on the long rows, but further from the copy ceiling than on the H100, and `torch.compile`
+# beats it at every long width. Ways to put more bytes in flight in fewer registers (a bulk asynchronous copy
+# of the slice into shared memory, as QuACK does on Hopper) are beyond what this lesson's Numba kernels do.
 #
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,
-# fastmath, the block as launch bound) and `ptxas -arch=sm_90 -v` says how many registers a thread uses
+# fastmath, its launch bound) and `ptxas -arch=sm_90 -v` says how many registers a thread uses
 # (`kernels_lab/topics/layernorm/registers.py`; committed output, no GPU needed). From it, the blocks an
 # H100 or H200 SM can hold (65536 registers, allocated per warp in units of 256; 2048 threads; 32 blocks),
 # the rows those blocks work on at once, and the share of the SM's 2048 threads that are resident (a cluster's
@@ -221,15 +268,15 @@ for rows, cols in ((8192, 8192), (2048, 32768)):
 import json
 compiled = json.loads((lessons.DATA / "compiled" / "layernorm_registers_sm90.json").read_text())
 print(f"{compiled['meta']['arch']}, ptxas {compiled['meta']['versions']['ptxas']}\n")
-print(f"{'rows x cols':<14}{'kernel':<19}{'threads':>8}{'regs':>6}{'blocks/SM':>10}{'rows/SM':>8}{'occupancy':>10}"
-      f"{'of ceiling':>11}")
+print(f"{'rows x cols':<15}{'kernel':<19}{'threads':>8}{'regs':>6}{'spill':>7}{'blocks/SM':>10}{'rows/SM':>8}"
+      f"{'occupancy':>10}{'of ceiling':>11}")
 held = {}
 for r in compiled["records"]:
     shape = (r["size"]["rows"], r["size"]["cols"])
     measured = shapes.get(shape, {}).get(r["variant"].removeprefix("cluster "))  # "cluster v1": the study's v1
     share = f"{measured['of_ceiling']:.0%}" if measured else ""
     held.setdefault(shape, {})[r["variant"]] = r
-    print(f"{shape[0]:>6} x {shape[1]:<6}{r['variant']:<19}{r['threads']:>8}{r['registers']:>6}"
+    print(f"{shape[0]:>6} x {shape[1]:<7}{r['variant']:<19}{r['threads']:>8}{r['registers']:>6}{r['spill_bytes']:>7}"
           f"{r['blocks_per_sm']:>10}{r['rows_per_sm']:>8g}{r['occupancy']:>10.0%}{share:>11}")
 fused = {shape: got["fused"] for shape, got in held.items()
          if "fused" in got and shape[0] * shape[1] == 1 << 26}  # 256 MiB of x, rows fused holds
@@ -255,7 +302,7 @@ for shape, got in held.items():
 # already keep it.
 #
 # The table also says where registers do *not* matter. `fused` runs between about two thirds and three
-# quarters occupancy at the 256 MiB shapes and reaches nearly the copy ceiling at each of them: past some
+# quarters occupancy at the 256 MiB shapes and reaches most of the copy ceiling at each of them: past some
 # number of resident warps, enough bytes are in flight, and more residency buys nothing. (The 1000-column
 # shape moves a quarter of the bytes, where a launch's fixed costs weigh more, for torch too.) Occupancy is
 # a cause only below that point, as for the cluster kernels above.
@@ -266,6 +313,9 @@ for shape, got in held.items():
 # - Compute the variance from deviations: E[x^2] - mean^2 cancels in float32 for rows far from 0.
 # - In one pass, carry (n, mean, M2) and merge partials with Welford and Chan's rule: it folds in one
 #   element, merges lanes and blocks, and never forms a sum of squares.
+# - Rows too long for a block: split them over a thread-block cluster and merge the blocks' (n, mean, M2)
+#   with the same rule, one exchange through distributed shared memory and one cluster barrier a row; a launch
+#   bound asks the compiler for the residency (registers) the loads need.
 # - A store pattern can cost more than a statistic: a warp whose threads store one float each, 16 bytes
 #   apart, writes every sector four times (ncu counts it); 16-byte stores write it once.
 # - Weights every row shares can stay in registers across rows in a persistent kernel, at a price in

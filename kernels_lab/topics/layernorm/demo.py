@@ -1,6 +1,6 @@
 """Demo: layernorm over rows, unfused (3 kernels) vs the row in registers vs the weights held in registers too.
 
-On a machine without a GPU it shows the committed H200 run of its study (`kernels-lab bench layernorm`)."""
+On a machine without a GPU it shows the committed H100 run of its study (`kernels-lab bench layernorm`)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def narrate(records: list[dict], run: DemoRun) -> str:
                      f"(lesson 08's table: fewer threads resident per SM).")
     if "cluster" in by:
         lines.append(f"cluster splits each row across the blocks of a thread-block cluster, which swap their partial "
-                     f"sums through distributed shared memory: {by['cluster']['bytes_model'] / n:.2f} bytes per element.")
+                     f"(count, mean, M2) through distributed shared memory and merge them with Chan's rule: "
+                     f"{by['cluster']['bytes_model'] / n:.2f} bytes per element.")
     lines += [f"{name} does not run at {size}: {why}" for name, why in refused.items()]
     return "\n".join(lines + useful_rates(records, USEFUL_BYTES * n, ceiling))
 
