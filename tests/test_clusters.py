@@ -303,6 +303,7 @@ def test_cluster_cross_entropy_matches_float64(rows, cols, clusters_, rng):
     ("the width's layout (several blocks a row on the simulator), odd width, a cluster per row", 3, 203, None, None, 3),
     ("3 blocks, 2 clusters striding over 5 rows (each statistic's slot reused)", 5, 131, 3, 2, 3),
     ("4 blocks, the last with no columns of the row", 2, 17, 4, None, 3),
+    ("2 blocks, 4 chunks a thread (the GPU layouts' loop over chunks), rows not 16-byte aligned", 3, 1003, 2, None, 3),
     ("the study's v1: 3 blocks, 2 clusters, 5 rows", 5, 131, 3, 2, 1),
     ("the study's v2: 3 blocks, 2 clusters, 5 rows", 5, 131, 3, 2, 2),
 ])
@@ -337,6 +338,8 @@ def test_the_half_held_layouts_hold_the_row_in_half_the_floats_a_thread():
         assert half.slices <= cl.MAX_CLUSTER
     assert lcl.half_held(cl.ClusterShape(2, 512, 8)) == cl.ClusterShape(4, 512, 4)  # more blocks a row first
     assert lcl.half_held(cl.ClusterShape(16, 256, 8)) == cl.ClusterShape(16, 512, 4)  # the cluster is full
+    assert lcl.half_held(cl.ClusterShape(16, 1024, 8)) is None  # no block of 2048 threads
+    assert cl.cluster_shape(1003, slices=2, threads=32).chunks == 4  # the float64 test's case with 4 chunks
 
 
 @pytest.mark.gpu

@@ -42,7 +42,9 @@ from kernels_lab.topics.layernorm.study import LONG, SHAPES
 kernels = [(s.cols, v, k.py_func.__name__, block) for s in SHAPES + LONG
            for v, k, block, _ in R.kernels_at(s.cols)]
 _, k, block, _ = next(v for v in R.kernels_at(8192) if v[0] == "persistent")
-print(json.dumps({"kernels": kernels, "registers": R.usage(k, block)["registers"]}))
+_, v3, v3_block, _ = next(v for v in R.kernels_at(32768) if v[0] == "cluster")  # its launch bound asks 2 blocks
+print(json.dumps({"kernels": kernels, "registers": R.usage(k, block)["registers"],
+                  "cluster": R.usage(v3, v3_block)}))
 """
 
 
@@ -59,3 +61,6 @@ def test_the_committed_table_is_todays_kernels_and_ptxas_count():
     assert committed == {tuple(k) for k in today["kernels"]}, "the kernels changed: rerun " + doc["meta"]["command"]
     want = next(r for r in doc["records"] if r["variant"] == "persistent" and r["size"]["cols"] == 8192)
     assert today["registers"] == want["registers"]
+    want = next(r for r in doc["records"] if r["variant"] == "cluster" and r["size"]["cols"] == 32768)
+    assert (today["cluster"]["registers"], today["cluster"]["spill_bytes"]) == (want["registers"], want["spill_bytes"])
+    assert want["registers"] <= 64  # the launch bound (512 threads, 2 blocks an SM) reached ptxas

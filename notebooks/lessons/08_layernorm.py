@@ -164,8 +164,8 @@ for (rows, cols), got in shapes.items():
 # - `v2` is v1 with 16-byte stores and 16-byte loads of gamma and beta;
 # - `cluster` (the third version) makes one exchange a row: each thread folds its elements into (count, mean,
 #   M2), the block merges them with **the exercise's Chan rule**, the k blocks swap their triples, one cluster
-#   barrier, and every thread merges the k triples. It stores 16 bytes at a time, as v2 does, and its launch bound asks for
-#   1024 resident threads an SM, so the compiler fits it in 64 registers a thread.
+#   barrier, and every thread merges the k triples. It stores 16 bytes at a time, as v2 does, and its launch
+#   bound asks for 1024 resident threads an SM, so the compiler fits it in 64 registers a thread.
 #
 # The long rows, from the same file:
 
@@ -224,13 +224,14 @@ profile_table("h100")
 #   SM has half the warps to hide the same load and barrier latencies with; at 32768 columns v2 needs the most
 #   registers of all and gains little.
 # - **`cluster` (v3) asks the compiler for residency** (the launch bound) and gets 64 registers a thread
-#   at v1's occupancy or better, with v2's stores and one cluster barrier a row instead of two. The price shows in
-#   the spills column: at 64 registers ptxas keeps 20 bytes a thread in local memory, and those stores pass
-#   through L2 too (the last column is a little above 1).
+#   at about v1's occupancy, with v2's stores and one cluster barrier a row instead of two. The price shows in
+#   the spills column: at 64 registers ptxas keeps a few bytes a thread in local memory (the register table
+#   below says how many), and those stores pass through L2 too (the last column is a little above 1).
 #
-# Is the spill what holds v3 back? The study asked on an H200: `v4` is v3 holding 16 floats a thread instead of
-# 32 (twice the blocks a row: 63 registers, no spill), `v5` is v4 asking for 1536 resident threads (40
-# registers, some spill again). The H200's run of the study, and its profile:
+# Is the spill what holds v3 back? The study asked on an H200: `v4` is v3's code holding 16 floats a thread
+# instead of 32 (twice the blocks a row, no spill), `v5` is v4 asking for 1536 resident threads (fewer
+# registers, some spill again; the register table below has both). The H200's run of the study, and its
+# profile (v4's kernel is v3's code at v4's layout, `cluster4_512x4_v3` at 32768 columns; v5's ends in `_r1536`):
 
 # %%
 h200 = lessons.committed("layernorm_h200.json")
@@ -247,14 +248,15 @@ print()
 profile_table("h200")
 
 # %% [markdown]
-# Without the spill, v4 is slower than v3, not faster, and v5's extra warps do not make up for it: the spill
-# is not what holds v3 back. Each thread of v4 has half of v3's bytes in flight, and at the same occupancy
-# (the profile) the SM has half as many loads outstanding, which is consistent with its loss (it also has twice
-# the blocks a row meeting at each barrier). Lesson 04's H200 section weighs the same explanation (Little's law:
-# bytes in flight) for the softmax kernels on this GPU. Here the cluster kernel is still ahead of `unfused`
-# and eager torch on the long rows, but further from the copy ceiling than on the H100, and `torch.compile`
-# beats it at every long width. Ways to put more bytes in flight in fewer registers (a bulk asynchronous copy
-# of the slice into shared memory, as QuACK does on Hopper) are beyond what this lesson's Numba kernels do.
+# Without the spill, v4 is slower than v3, not faster, and v5's extra warps do not make up for it: removing
+# the spill by halving what a thread holds does not help. Each thread of v4 has half of v3's bytes in flight,
+# and at the same occupancy (the profile) the SM has half as many loads outstanding, which is consistent with
+# its loss (it also has twice the blocks a row meeting at each barrier). Lesson 04's H200 section weighs the
+# same explanation (Little's law: bytes in flight) for the softmax kernels on this GPU. Here the cluster kernel
+# is still ahead of `unfused` and eager torch on the long rows, but further from the copy ceiling than on the
+# H100, and `torch.compile` beats it at every long width. Ways to put more bytes in flight in fewer registers
+# (a bulk asynchronous copy of the slice into shared memory, as QuACK does on Hopper) are beyond what this
+# lesson's Numba kernels do.
 #
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,

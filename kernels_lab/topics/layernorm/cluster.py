@@ -3,14 +3,14 @@ width the cluster holds (issue 36), where `fused` stops at 16384 columns and `un
 
 The layout and the slices are softmax's cluster kernel's (topics/softmax/cluster.py: k blocks, each holding
 its slice of the row in registers as 16-byte vectors; the layout measured for softmax, not for layernorm).
-Three versions, numbered as they were written, each changing one thing the profile blamed (lesson 08):
+Five versions, numbered as they were written, each changing one thing the profile blamed (lesson 08):
 
   v1  two statistics one after the other, each exchanged through distributed shared memory:
           slice -> block sum -> thread p < k stores it into block p's peer_s[j] (DSMEM); cluster barrier A;
           every thread adds the k sums: the mean; slice -> block sum of (x - mean)^2 -> peer_q; barrier B;
           out = (x - mean) rstd gamma + beta, one float at a time (a warp's stores 16 bytes apart: every
           32-byte sector written in four pieces)
-  v2  v1 with the last step in 16-byte stores and 16-byte gamma and beta loads; ptxas then counts 64-100
+  v2  v1 with the last step in 16-byte stores and 16-byte gamma and beta loads; ptxas then counts 78-96
       registers a thread (the compiler hoists every chunk's weight loads): fewer resident warps
   v3  (the registered `cluster`) one exchange per row instead of two: each thread folds its elements into
       (count, mean, M2), the block merges them with Chan's rule (lesson 08's exercise, welford.py), thread
@@ -18,7 +18,8 @@ Three versions, numbered as they were written, each changing one thing the profi
       the k triples; 16-byte stores as v2, with the launch bound asking for 1024 resident threads an SM
       (ptxas fits 64 registers a thread, spilling 20 bytes) so that the weights' loads cost no residency
   v4  v3 holding 16 floats a thread instead of 32 (twice the blocks a row, or twice the threads): no spill
-  v5  v4 asking 1536 resident threads an SM (40 registers, 12 bytes spilled): more warps, more bytes in flight
+  v5  v4 asking 1536 resident threads an SM (40 registers at the long rows' layouts, 12 bytes spilled): more
+      warps, more bytes in flight
 
 v1's single slot per statistic is enough: a block stores the next row's sum after barrier B, which no block
 passes before every block has read this row's sums; likewise the next squared sum after the next A. v3 has
@@ -44,7 +45,7 @@ from ...reduce import block_sum
 from ...runtime import cuda
 from ..softmax import cluster as scl
 from ..softmax import split as sp
-from ..softmax.workload import require_aligned
+from ..softmax.workload import MAX_THREADS, require_aligned
 from . import workload as ln
 from .welford import welford_combine
 
@@ -282,11 +283,14 @@ def cluster_refusal(cols: int) -> str | None:
     return None
 
 
-def half_held(shape: scl.ClusterShape) -> scl.ClusterShape:
-    """The layout holding half the floats a thread (v4, v5): twice the blocks a row (to 16), else twice the threads."""
+def half_held(shape: scl.ClusterShape) -> scl.ClusterShape | None:
+    """The layout holding half the floats a thread (v4, v5): twice the blocks a row (to 16), else twice the threads
+    (to 1024; None past that)."""
     if 2 * shape.slices <= MAX_CLUSTER:
         return scl.ClusterShape(2 * shape.slices, shape.threads, shape.chunks // 2)
-    return scl.ClusterShape(shape.slices, 2 * shape.threads, shape.chunks // 2)
+    if 2 * shape.threads <= MAX_THREADS:
+        return scl.ClusterShape(shape.slices, 2 * shape.threads, shape.chunks // 2)
+    return None
 
 
 def layout(cols: int, version: int = 3) -> scl.ClusterShape | None:
@@ -309,7 +313,7 @@ def plan_cluster(size: Size, version: int = 3) -> Plan:
     r, c = size.rows, size.cols
     shape = layout(c, version)
     if shape is None:
-        raise ValueError(cluster_refusal(c))
+        raise ValueError(version_refusal(c, version))
     kernel = cluster_kernel(shape, version)
     return Plan((KernelLaunch(kernel_name(kernel), r * shape.slices, shape.threads, bytes_read=ln.F32 * 3 * r * c,
                               bytes_written=ln.F32 * r * c, read_bytes_in_flight=16 * shape.chunks),))
@@ -321,7 +325,7 @@ def bind_cluster(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = 
     version: 1, 2, 4 or 5, the study's other kernels (the module's docstring)."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
     require_aligned(x=x, out=out)  # 16-byte vectors at every width (split.py's: rows need not start aligned)
-    if (why := cluster_refusal(cols)) is not None and shape is None:
+    if shape is None and (why := version_refusal(cols, version)) is not None:
         raise ArgumentError(why)
     if x.size == 0:
         return ln._no_op
@@ -335,7 +339,17 @@ def bind_cluster(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = 
 def _version(number: int, what: str) -> Variant:
     return Variant(f"cluster_v{number}", "fused", f"{what}; unregistered: the study times it beside `cluster` (v3)",
                    functools.partial(plan_cluster, version=number), functools.partial(bind_cluster, version=number),
-                   lambda size: cluster_refusal(size.cols))
+                   lambda size: version_refusal(size.cols, number))
+
+
+def version_refusal(cols: int, version: int = 3) -> str | None:
+    """None when the version runs rows of `cols` floats here; else why not."""
+    if (why := cluster_refusal(cols)) is not None:
+        return why
+    if layout(cols, version) is None:
+        return (f"v{version} halves what a thread holds, and a row of {cols} floats then needs more than "
+                f"{MAX_CLUSTER} blocks of {MAX_THREADS} threads; use `cluster`")
+    return None
 
 
 CLUSTER_V1 = _version(1, "cluster's first kernel: two exchanges a row (sum, then squared deviations), stores one "

@@ -13,7 +13,6 @@ from typing import Any
 from ...instrument import ptxas
 from ...instrument.ptxas import THREADS_PER_SM, blocks_per_sm
 from .study import LONG, SHAPES
-from ..softmax.cluster import cluster_shape
 from .cluster import cluster_kernel, layout
 from .workload import fused_kernel, fused_shape, stream_shape, unfused_kernels
 
@@ -43,12 +42,10 @@ def kernels_at(cols: int) -> list[tuple[str, Any, int, float]]:
     if shape is not None:
         found += [("fused", fused_kernel(shape), shape.block, shape.rows_per_block),
                   ("persistent", fused_kernel(shape, hold=True), shape.block, shape.rows_per_block)]
-    clustered = cluster_shape(cols)
-    if clustered is not None:
-        for name, version in (("cluster", 3), ("cluster v1", 1), ("cluster v2", 2), ("cluster v4", 4),
-                              ("cluster v5", 5)):
-            shape = layout(cols, version)
-            found.append((name, cluster_kernel(shape, version), shape.threads, 1 / shape.slices))
+    for name, version in (("cluster", 3), ("cluster v1", 1), ("cluster v2", 2), ("cluster v4", 4), ("cluster v5", 5)):
+        held = layout(cols, version)
+        if held is not None:
+            found.append((name, cluster_kernel(held, version), held.threads, 1 / held.slices))
     return found
 
 
