@@ -170,13 +170,18 @@ for (rows, cols), got in shapes.items():
 # The long rows, from the same file:
 
 # %%
-print(f"{'rows x cols':<16}" + "".join(f"{n:>17}" for n in ("v1", "v2", "cluster", "unfused", "torch.layer_norm",
-                                                          "torch.compile")) + "   (share of the ceiling)")
-for (rows, cols), got in shapes.items():
-    if "fused" in got:  # one block holds these rows
-        continue
-    print(f"{rows:>6} x {cols:<8}" + "".join(f"{got[n]['of_ceiling']:>17.0%}" for n in
-                                              ("v1", "v2", "cluster", "unfused", "torch.layer_norm", "torch.compile")))
+def long_rows(by_shape, lines):
+    """The share of the copy ceiling of each line at the rows no one block holds; yields each shape's lines."""
+    print("share of the copy ceiling")
+    print(f"{'rows x cols':<16}" + "".join(f"{n:>{max(len(n), 4) + 2}}" for n in lines))
+    for (rows, cols), got in by_shape.items():
+        if "fused" not in got:  # one block holds the other rows
+            print(f"{rows:>6} x {cols:<8}"
+                  + "".join(f"{got[n]['of_ceiling']:>{max(len(n), 4) + 2}.0%}" for n in lines))
+            yield got
+
+
+for got in long_rows(shapes, ("v1", "v2", "cluster", "unfused", "torch.layer_norm", "torch.compile")):
     c = got["cluster"]["time_ms"]
     print(f"{'':16}cluster takes {c / got['v1']['time_ms']:.2f} of v1's time, {c / got['unfused']['time_ms']:.2f} "
           f"of unfused's; {got['torch.layer_norm']['time_ms'] / c:.2f}x torch.layer_norm, "
@@ -201,13 +206,13 @@ for (rows, cols), got in shapes.items():
 # %%
 def profile_table(gpu):
     print(f"{'rows x cols':<14}{'kernel':<38}{'us':>5}{'DRAM %':>7}{'regs':>5}{'occupancy':>10}{'L1 hit':>7}"
-          f"{'spills':>8}{'L2 writes':>10}")
+          f"{'spills':>9}{'L2 writes':>10}")
     for rows, cols in ((8192, 8192), (2048, 32768)):
         out_sectors = rows * cols * 4 / 32
         for kernel, m in lessons.committed_ncu(f"ncu_layernorm_{rows}x{cols}_{gpu}.csv").items():
             print(f"{rows:>6} x {cols:<6}{kernel:<38}{m['Duration'] / 1e3:5.0f}{m['DRAM Throughput']:7.0f}"
                   f"{m['Registers Per Thread']:5.0f}{m['Achieved Occupancy']:9.0f}%{m['L1/TEX Hit Rate']:6.0f}%"
-                  f"{m['Local Memory Spilling Requests']:8.0f}{m['L2 Compression Input Sectors'] / out_sectors:10.2f}")
+                  f"{m['Local Memory Spilling Requests']:9.0f}{m['L2 Compression Input Sectors'] / out_sectors:10.2f}")
 
 
 profile_table("h100")
@@ -239,11 +244,7 @@ print(f"{h200['meta']['device']}, {h200['meta']['date'][:10]}, copy ceiling {h20
 wide = {}
 for r in h200["records"]:
     wide.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
-versions = ("v1", "v2", "cluster", "v4", "v5", "unfused", "torch.layer_norm", "torch.compile")
-print(f"{'rows x cols':<16}" + "".join(f"{n:>17}" for n in versions) + "   (share of the ceiling)")
-for (rows, cols), got in wide.items():
-    if "fused" not in got:
-        print(f"{rows:>6} x {cols:<8}" + "".join(f"{got[n]['of_ceiling']:>17.0%}" for n in versions))
+list(long_rows(wide, ("v1", "v2", "cluster", "v4", "v5", "unfused", "torch.layer_norm", "torch.compile")))
 print()
 profile_table("h200")
 
