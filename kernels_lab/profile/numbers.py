@@ -39,6 +39,14 @@ def gpu(name: str, data: Path = DATA) -> str:
     return re.sub(r"^NVIDIA\s+", "", device).split()[0] if device else "an unnamed GPU"
 
 
+def best_by_width(name: str, group: str, widths: tuple[int, ...], data: Path = DATA) -> str:
+    """A row-width study's fastest registered line at each of `widths` (its sizes' second axis) in `group`: "LINE
+    SPEEDUPx, SHARE" each (against the study's anchor; share of its ceiling), joined by " / "."""
+    from .study import best_registered
+    best = {size[1]: r for size, r in best_registered(records(name, data, "study"), group).items()}
+    return " / ".join(f"{best[c]['line']} {best[c]['vs_anchor']:.2f}x, {best[c]['of_ceiling']:.2f}" for c in widths)
+
+
 def pow2(n: int) -> str:
     k = int(n).bit_length() - 1
     return f"2^{k}" if n == 1 << k else f"{n:,}"

@@ -6,19 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...profile.numbers import DATA, gpu, records
-from ...profile.study import best_registered
+from ...profile.numbers import DATA, best_by_width, gpu
 
 RUNS = ("layernorm_h200.json", "layernorm_h100.json")
 WIDTHS = (32768, 131072)
 
 
-def _best(name: str, data: Path) -> str:
-    best = {size[1]: r for size, r in best_registered(records(name, data, "study"), "long").items()}
-    return " / ".join(f"{best[c]['line']} {best[c]['vs_anchor']:.2f}x, {best[c]['of_ceiling']:.2f}" for c in WIDTHS)
-
-
 def rows(data: Path = DATA) -> list[tuple[str, str]]:
     return [(f"{gpu(name, data)}: layernorm, 256 MiB of x, {' / '.join(map(str, WIDTHS))} columns (past one "
-             f"block): our fastest against torch.layer_norm, and its share of the copy ceiling", _best(name, data))
-            for name in RUNS]
+             f"block): our fastest against torch.layer_norm, and its share of the copy ceiling",
+             best_by_width(name, "long", WIDTHS, data)) for name in RUNS]
