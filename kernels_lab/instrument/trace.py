@@ -27,7 +27,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..runtime import ON_SIMULATOR
+from ..backend import BACKEND
 from . import launch_hook
 
 @dataclass
@@ -219,7 +219,7 @@ def tracing(writers: bool = False, perturb_seed: int | None = None,
 
     Only the simulator can trace; on a GPU use Nsight Compute (instrument.ncu).
     """
-    if not ON_SIMULATOR:
+    if not BACKEND.can_trace:
         raise RuntimeError("memory tracing needs the CUDA simulator (KERNELS_LAB_BACKEND=sim); "
                            "on a GPU, measure DRAM bytes with Nsight Compute instead")
     _patch()
@@ -246,7 +246,7 @@ class _Watcher:
 def watching(callback) -> Iterator[None]:
     """with watching(f): f(array, index, write) for every global access of a kernel, in the thread that
     makes it (simulator only): for checks of ORDER, such as a read before the PDL wait (pdl_rules)."""
-    if not ON_SIMULATOR:
+    if not BACKEND.can_trace:
         raise RuntimeError("watching accesses needs the CUDA simulator (KERNELS_LAB_BACKEND=sim)")
     _patch()
     watcher = _Watcher(callback)
