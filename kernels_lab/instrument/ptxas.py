@@ -10,6 +10,7 @@ per-SM count does not model.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -17,18 +18,21 @@ import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 ARCH = "sm_90"
 REGISTERS_PER_SM, REGISTER_UNIT, THREADS_PER_SM, BLOCKS_PER_SM = 65536, 256, 2048, 32
 SHARED_PER_SM, SHARED_RESERVED = 228 * 1024, 1024
 
 
-def usage(py_func: Callable, signature: Sequence[Any], block: int, launch_bounds: Any = None) -> dict[str, Any]:
-    """ptxas's count for a kernel compiled as the variants compile it (fastmath, its launch bound: by default
-    the block): registers, spill stores, shared memory, the PTX ISA it was assembled as."""
+@functools.lru_cache(maxsize=None)
+def usage(kernel: Any, signature: tuple, block: int) -> dict[str, Any]:
+    """ptxas's count for a @cuda.jit kernel compiled as the variants compile it (fastmath, its own launch bound, by
+    default the block): registers, spill stores, shared memory, the PTX ISA it was assembled as. Once per kernel:
+    the sizes of a table that launch the same kernel share its count."""
     from ..capabilities import compile_ptx
-    ptx = compile_ptx(py_func, tuple(signature), (9, 0), fastmath=True, launch_bounds=launch_bounds or block)
+    bounds = kernel.targetoptions.get("launch_bounds") or block
+    ptx = compile_ptx(kernel.py_func, signature, (9, 0), fastmath=True, launch_bounds=bounds)
     said, isa = assemble(ptx), re.search(r"^\.version ([\d.]+)", ptx, re.M).group(1)
     older = re.search(r"Unsupported \.version [\d.]+; current version is '([\d.]+)'", said)
     if older:  # numba's NVVM may write a newer PTX ISA than this ptxas reads: these kernels use nothing newer
@@ -36,7 +40,7 @@ def usage(py_func: Callable, signature: Sequence[Any], block: int, launch_bounds
         said = assemble(re.sub(r"^\.version [\d.]+", f".version {older.group(1)}", ptx, count=1, flags=re.M))
     registers = re.search(r"Used (\d+) registers", said)
     if registers is None:
-        raise RuntimeError(f"ptxas -v said no register count for {py_func.__name__}:\n{said}")
+        raise RuntimeError(f"ptxas -v said no register count for {kernel.py_func.__name__}:\n{said}")
     spills = re.search(r"(\d+) bytes spill stores", said)
     smem = re.search(r"(\d+) bytes smem", said)
     return {"registers": int(registers.group(1)), "spill_bytes": int(spills.group(1)) if spills else 0,

@@ -28,8 +28,8 @@ def _signature(kernel: Any) -> tuple:
 
 
 def usage(kernel: Any, block: int) -> dict[str, Any]:
-    """ptxas's count for a layernorm kernel, launched with its variant's arguments, compiled with its launch bound."""
-    return ptxas.usage(kernel.py_func, _signature(kernel), block, kernel.targetoptions.get("launch_bounds"))
+    """ptxas's count for a layernorm kernel, launched with its variant's arguments."""
+    return ptxas.usage(kernel, _signature(kernel), block)
 
 
 def kernels_at(cols: int) -> list[tuple[str, Any, int, float]]:

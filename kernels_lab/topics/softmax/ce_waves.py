@@ -29,14 +29,13 @@ def _signature() -> tuple:
 
 
 def table() -> list[dict[str, Any]]:
-    rows, used = [], {}
+    rows = []
     for size in VOCAB:
         for variant, split in (("fused", False), ("split", True)):
             shape = shape_for(size.cols, split)
             kernel = ce_kernel(shape)
-            if kernel not in used:  # one compile per kernel: the widths share them
-                used[kernel] = ptxas.usage(kernel.py_func, _signature(), shape.threads)
-            row = ptxas.kernel_row(size, variant, kernel.py_func, shape.threads, used[kernel])
+            row = ptxas.kernel_row(size, variant, kernel.py_func, shape.threads,
+                                   ptxas.usage(kernel, _signature(), shape.threads))
             blocks = size.rows * shape.slices
             rows.append({**row, "slices": shape.slices, "blocks": blocks, "waves": blocks / (SMS * row["blocks_per_sm"])})
     return rows
