@@ -145,9 +145,6 @@ _POLL_S = 0.25            # how often a waiting thread looks for an abort of its
 
 def _simulated_launch(kernel, grid, block, cluster, args, dynamic_shared):
     from .sim_coresident import mark
-    if dynamic_shared and cluster > 1:
-        raise ClusterError("the simulator gives every block of a launch one dynamic shared buffer (aliased when "
-                           "blocks run side by side): cluster kernels here use static cuda.shared.array sizes")
     mark(kernel)
     configured = kernel[grid, block, 0, dynamic_shared]
 

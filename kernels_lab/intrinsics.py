@@ -229,3 +229,41 @@ else:
             _inline_asm(builder, ir.VoidType(), "prefetch.global.L2 [$0];", "l", (ptr,))
             return context.get_dummy_value()
         return types.void(a, i), codegen
+
+
+# For the staged cluster layernorm (lesson 08): copies from global to shared memory that hold no register while
+# in flight (cp.async, sm_80+; the bulk copies of TMA are not needed at 16 bytes a thread):
+#   copy16_async(dst, d, src, s, n)  shared float32 dst[4d:4d+4] = src[4s:4s+n] (n of 1..4 floats, zeros after
+#                                    them: cp.async.cg, 16 bytes, src-size 4n), started now, done at a wait
+#   async_commit()                   close this thread's copies started since the last commit into one group
+#   async_wait_prior()               wait until every group but the newest is done (cp.async.wait_group 1): the
+#                                    copies of the row before are in, the next row's may still be in flight
+#   async_wait_all()                 wait for every copy this thread started (cp.async.wait_all)
+# A thread waits for its own copies only: a kernel that reads what another thread copied needs a barrier too.
+# On the simulator a copy is made when the thread waits for its group, not before: a read before the wait sees
+# the old contents, as a GPU may.
+if ON_SIMULATOR:
+    from .sim_device import async_commit, async_wait_all, async_wait_prior, copy16_async  # noqa: F401
+else:
+    @intrinsic
+    def copy16_async(typingctx, dst, d, src, s, n):
+        _require_vector("copy16_async", dst, types.float32, "integer vector indices and a float count", d, s, n)
+        _require_vector("copy16_async", src, types.float32, "integer vector indices and a float count", d, s, n)
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            to = builder.ptrtoint(_vector_pointer(context, builder, signature.args[0], args[0], args[1]), i64)
+            start = builder.ptrtoint(_vector_pointer(context, builder, signature.args[2], args[2], args[3]), i64)
+            count = context.cast(builder, args[4], signature.args[4], types.uint32)
+            nbytes = builder.mul(count, ir.Constant(ir.IntType(32), 4))
+            asm = ("{\n\t.reg .u64 %kl_d, %kl_g;\n\t.reg .u32 %kl_s;\n\t"
+                   "cvta.to.shared.u64 %kl_d, $0;\n\tcvt.u32.u64 %kl_s, %kl_d;\n\t"
+                   "cvta.to.global.u64 %kl_g, $1;\n\t"
+                   "cp.async.cg.shared.global [%kl_s], [%kl_g], 16, $2;\n\t}")
+            _inline_asm(builder, ir.VoidType(), asm, "l,l,r,~{memory}", (to, start, nbytes))
+            return context.get_dummy_value()
+        return types.void(dst, d, src, s, n), codegen
+
+    async_commit = _instruction("cp.async.commit_group;")
+    async_wait_prior = _instruction("cp.async.wait_group 1;")
+    async_wait_all = _instruction("cp.async.wait_all;")

@@ -119,8 +119,9 @@ def _fix_simulator_shared_arrays() -> None:
     check-then-set, so two threads starting at once can get two different arrays: a rare,
     timing-dependent wrong answer in any kernel that uses shared memory (seen in this
     project's tests). The same lookup, under a lock. Tested in tests/test_runtime.py.
-    `array.key(caller)` makes the lookup key from the kernel's source line: sim_coresident widens it
-    with the block for kernels whose blocks run side by side."""
+    `array.key(caller)` makes the lookup key from the kernel's source line (or the dynamic buffer's name):
+    sim_coresident widens it with the block for kernels whose blocks run side by side, so that each block has
+    its own dynamic shared memory too."""
     import sys as _sys
     import threading as _threading
     import traceback as _traceback
@@ -132,10 +133,17 @@ def _fix_simulator_shared_arrays() -> None:
     lock = _threading.Lock()
 
     def array(self, shape, dtype, alignment=None):
-        if alignment is not None or shape == 0:
-            return original(self, shape, dtype, alignment)  # an error, or dynamic shared memory
+        if alignment is not None:
+            return original(self, shape, dtype, alignment)  # the simulator's error
         if isinstance(dtype, kernelapi.types.Type):
             dtype = kernelapi.numpy_support.as_dtype(dtype)
+        if shape == 0:  # dynamic shared memory: the launch's bytes, every dtype a view of them (numba's rule)
+            key = array.key(("dynamic shared memory", 0))
+            with lock:
+                res = self._allocations.get(key)
+                if res is None:
+                    res = self._allocations[key] = _np.zeros(self._dynshared_size, _np.byte)
+            return _np.frombuffer(res.data, dtype=dtype, count=self._dynshared_size // _np.dtype(dtype).itemsize)
         key = array.key(_traceback.extract_stack(_sys._getframe())[-2][0:2])  # the kernel's source line
         with lock:
             res = self._allocations.get(key)

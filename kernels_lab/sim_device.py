@@ -468,3 +468,42 @@ def add_release_gpu(a, i, v) -> None:
 
 def prefetch_l2(a, i) -> None:
     pass  # no cache to fill
+
+
+class _Copies(threading.local):
+    """This thread's asynchronous copies (intrinsics.copy16_async): those not yet committed, and the committed
+    groups not yet waited for, oldest first. A copy is made when its group is waited for."""
+
+    def __init__(self) -> None:
+        self.open: list = []
+        self.groups: list = []
+
+
+_COPIES = _Copies()
+
+
+def copy16_async(dst, d, src, s, n) -> None:
+    _COPIES.open.append((dst, 4 * d, src, 4 * s, int(n)))
+
+
+def async_commit() -> None:
+    _COPIES.groups.append(_COPIES.open)
+    _COPIES.open = []
+
+
+def _complete(groups: list) -> None:
+    for group in groups:
+        for dst, d, src, s, n in group:
+            for i in range(4):
+                dst[d + i] = src[s + i] if i < n else 0
+
+
+def async_wait_prior() -> None:
+    done, _COPIES.groups = _COPIES.groups[:-1], _COPIES.groups[-1:]
+    _complete(done)
+
+
+def async_wait_all() -> None:
+    async_commit()
+    done, _COPIES.groups = _COPIES.groups, []
+    _complete(done)

@@ -144,7 +144,7 @@ from kernels_lab.capabilities import compile_ptx
 from kernels_lab.topics.softmax import cluster as cl, cluster_probe as cp
 f32 = types.float32[::1]
 from kernels_lab.topics.softmax import cross_entropy_cluster as cec
-from kernels_lab.topics.layernorm import cluster as lcl
+from kernels_lab.topics.layernorm import cluster as lcl, staged as st
 kernels = [(cp.ranks_kernel, (f32,)), (cp.dynamic_kernel, (f32, types.int64)),
            (cl.cluster_kernel(cl.ClusterShape(4, 128, 4)), (f32, f32, types.int64, types.int64, types.int64)),
            (cec.ce_cluster_kernel(cec.ce_cluster_shape(50257)),
@@ -152,6 +152,8 @@ kernels = [(cp.ranks_kernel, (f32,)), (cp.dynamic_kernel, (f32, types.int64)),
            (lcl.layernorm_cluster_kernel(cl.ClusterShape(4, 128, 4)),
             (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32)),
            (lcl.layernorm_chan_kernel(cl.ClusterShape(4, 128, 4)),
+            (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32)),
+           (st.layernorm_staged_kernel(cl.ClusterShape(4, 128, 4)),
             (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32))]
 for i, (k, sig) in enumerate(kernels):
     ptx = compile_ptx(k.py_func, sig, cc=(9, 0))
@@ -168,13 +170,15 @@ def test_the_intrinsics_compile_for_sm90_and_assemble(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(KERNELS_LAB_BACKEND="ptx", PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, "-c", PTX_CHILD, str(tmp_path)], check=True, env=env, timeout=300)
-    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(6)]
+    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(7)]
     for needed in ("%cluster_ctarank", "%cluster_nctarank", "%clusterid.x", "mapa.shared::cluster.u32",
                    "ld.shared::cluster.f32", "st.shared::cluster.f32", "barrier.cluster.arrive.release",
                    "barrier.cluster.wait.acquire"):
         assert needed in texts[0], needed
     for text in texts[2:]:  # the softmax, cross-entropy and layernorm (v1, v3) kernels
         assert "st.shared::cluster.f32" in text and "barrier.cluster.wait.acquire" in text
+    for needed in ("cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group 1", "ld.shared.v4.f32"):
+        assert needed in texts[6], needed  # v6: the slices staged by asynchronous copies, read as 16-byte vectors
     if shutil.which("ptxas") is None:
         return
     for i, text in enumerate(texts):
@@ -354,3 +358,78 @@ def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, version, rng):
     lcl.bind_cluster(to_device(inputs), outputs, version=version)()
     _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
     assert bad is None, f"v{version}: {bad}"
+
+
+# -- v6: slices staged through shared memory by asynchronous copies ----------------------------------------------
+
+def _staged(rows, cols, slices, clusters_, rng, threads=32):
+    from kernels_lab.topics.layernorm import staged as st
+    w = get_workload("layernorm")
+    size = w.size(rows=rows, cols=cols)
+    inputs = w.make_inputs(size, rng)
+    outputs = poisoned(w.output_specs(size))
+    shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=threads)
+    st.bind_staged(to_device(inputs), outputs, shape=shape, clusters=clusters_)()
+    return compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)[1]
+
+
+@pytest.mark.parametrize("what,rows,cols,slices,clusters_", [
+    ("3 blocks, 2 clusters striding over 5 rows: each row copied while the one before is reduced", 5, 131, 3, 2),
+    ("one cluster for 3 rows of 4 chunks a thread, rows not 16-byte aligned, x's last vector short", 3, 1003, 2, 1),
+    ("the width's layout, a cluster per row (no next row to copy)", 3, 203, None, None),
+])
+def test_the_staged_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, rng):
+    bad = _staged(rows, cols, slices, clusters_, rng)
+    assert bad is None, f"v6, {what}: {bad}"
+
+
+@sim_only
+def test_a_staged_read_before_its_wait_is_wrong_on_the_simulator(monkeypatch, rng):
+    """The simulator makes a copy when its group is waited for: a kernel that does not wait reads old contents."""
+    from kernels_lab.topics.layernorm import staged as st
+    monkeypatch.setattr(st, "async_wait_prior", lambda: None)
+    assert _staged(5, 131, 3, 2, rng) is not None
+
+
+def test_the_staged_layout_fills_a_block_with_two_rows_of_32_kb_slices():
+    from kernels_lab.topics.softmax import staged as st
+    for cols, slices, threads in ((32768, 4, 256), (131072, 16, 256), (262144, 16, 512)):
+        shape = st.staged_layout(cols)
+        assert (shape.slices, shape.threads, shape.chunks) == (slices, threads, 8)
+        assert st.stage_bytes(shape) == 2 * 16 * threads * 8
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,cols", [(5, 4099), (3000, 4099), (5, 16385), (700, 16385), (5, 65536), (300, 65536),
+                                       (5, 131071), (100, 131071)])  # and enough rows that clusters stride
+def test_the_staged_cluster_layernorm_on_the_gpu(rows, cols, rng):
+    bad = _staged(rows, cols, None, None, rng)
+    assert bad is None, f"v6 at {rows} x {cols}: {bad}"
+
+
+def _staged_softmax(rows, cols, slices, clusters_, rng, scale=1.0):
+    from kernels_lab.topics.softmax import staged as sst
+    inputs = W.make_inputs(W.size(rows=rows, cols=cols), rng)
+    inputs["x"] *= np.float32(scale)
+    out = poisoned(W.output_specs(W.size(rows=rows, cols=cols)))
+    shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=32)
+    sst.bind_staged(to_device(inputs), out, shape=shape, clusters=clusters_)()
+    return compare("out", out["out"].copy_to_host(), W.reference(inputs)["out"], W.tolerance)[1]
+
+
+@pytest.mark.parametrize("what,rows,cols,slices,clusters_,scale", [
+    ("3 blocks, 2 clusters striding over 5 rows, odd width", 5, 131, 3, 2, 1.0),
+    ("4 blocks, the last with no columns of the row, one cluster for both rows near +-6400", 2, 17, 4, 1, 64.0),
+    ("2 blocks, 4 chunks a thread, 3 rows through one cluster, x's last vector short", 3, 1003, 2, 1, 1.0),
+])
+def test_the_staged_cluster_softmax_matches_float64(what, rows, cols, slices, clusters_, scale, rng):
+    bad = _staged_softmax(rows, cols, slices, clusters_, rng, scale)
+    assert bad is None, f"staged softmax, {what}: {bad}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,cols", [(5, 8195), (2000, 8195), (5, 50257), (500, 50257), (7, 131071), (100, 131071),
+                                       (3, 262144)])
+def test_the_staged_cluster_softmax_on_the_gpu(rows, cols, rng):
+    bad = _staged_softmax(rows, cols, None, None, rng)
+    assert bad is None, f"staged softmax at {rows} x {cols}: {bad}"

@@ -24,7 +24,8 @@ from ...profile.study import as_before
 from .workload import FUSED_MAX_COLS
 
 COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "persistent": "#2ca02c",
-          "online": "#9467bd", "split": "#17becf", "cluster": "#bcbd22", "torch.softmax": "#333333",
+          "online": "#9467bd", "split": "#17becf", "cluster": "#bcbd22", "cluster_staged": "#8c564b",
+          "torch.softmax": "#333333",
           "torch.cross_entropy": "#333333",
           "torch.compile": "#999999"}
 REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online", "split", "cluster")

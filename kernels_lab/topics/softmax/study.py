@@ -4,7 +4,7 @@ the demo's committed table and figures/softmax_h100_*.png quote it.
 
 The versions, llm.c dev/cuda style: each registered variant (v1 fused_shared, v2 fused, v8 persistent, v9
 online, v13 unfused, v14 split: NUMBERS) and other layouts of their kernels (v3.., VERSIONS), each saying what
-it changes. A version whose layout is an earlier line's at a width is checked there, not timed twice. Every
+it changes; v20 is the cluster kernel staged through shared memory (staged.py). A version whose layout is an earlier line's at a width is checked there, not timed twice. Every
 useful GB/s counts one read and one write of x (8 bytes per element) for everyone, torch included; split and
 cluster are also checked on x * 64 (rows near +-6400: their blocks combine partial maxima of a row).
 """
@@ -22,6 +22,7 @@ from ...profile.study import Group, Line, Study, version
 from ...rows import pow2_at_least
 from . import workload as sm  # first: the workload imports split at its end (split needs it whole)
 from . import split as sp
+from .staged import STAGED
 
 W = sm.WORKLOAD
 SHAPES = tuple(W.size(rows=r, cols=c) for r, c in
@@ -135,7 +136,10 @@ def _repeats(k: int) -> Callable[[Size], bool]:
 VERSIONS: tuple[Line, ...] = tuple(
     version(key, _at_layout(family, layout), what, fits=lambda size, layout=layout: layout(size.cols) is not None,
             describe=_describe_version(family, layout), repeats=_repeats(k))
-    for k, (key, family, what, layout) in enumerate(LAYOUTS))
+    for k, (key, family, what, layout) in enumerate(LAYOUTS)) + (
+    version("v20", STAGED, "cluster with each slice staged in shared memory by asynchronous copies, the next row's "
+            "in flight during this row's exchange (staged.py; rows of 4096 floats and more)",
+            fits=lambda size: size.cols >= 4096),)
 
 
 def describe(line: Line, size: Size) -> dict[str, Any]:

@@ -1,0 +1,148 @@
+"""v6 of the cluster layernorm: each block's slice staged through shared memory by asynchronous copies, the next
+row's copy in flight while this row is reduced, exchanged and written (softmax's staged.py holds the pieces and
+says how: a grid of resident clusters striding over rows, a two-row shared buffer per block, cp.async).
+
+Why: v3 (cluster.py) holds its slice in registers, so every load is in flight at once and then the block stops
+reading while it reduces, waits at the cluster barrier and writes; v4 and v5 showed that registers are not what
+limits it (halving them did not help). The exchange is v3's: (count, mean, M2) merged by Chan's rule, two slots.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ...arrays import ArgumentError
+from ...clusters import cluster_arrive, cluster_index, cluster_rank, cluster_sync, cluster_wait, dsmem_store
+from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
+from ...intrinsics import async_commit, async_wait_prior, load4
+from ...runtime import cuda
+from ..softmax import cluster as scl
+from ..softmax import split as sp
+from ..softmax.staged import slice_copier, staged4, staged_launcher, staged_layout
+from ..softmax.workload import require_aligned
+from . import cluster as lcl
+from . import workload as ln
+from .welford import welford_combine
+
+_ZERO, _ONE = np.float32(0), np.float32(1)
+
+
+@functools.lru_cache(maxsize=None)
+def layernorm_staged_kernel(shape: scl.ClusterShape):
+    """v6 for this layout (the module's docstring); dynamic shared memory: stage_bytes(shape)."""
+    K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
+    slots, warps, stage = 2 * K, T // 32, C * T
+
+    copy_slice = slice_copier(shape)
+
+    @ln.row_jit(f"layernorm_cluster{K}_{T}x{C}_v6", T)
+    def layernorm_cluster_v6(x, gamma, beta, out, rows, cols, slice_vectors, eps):
+        staged = cuda.shared.array(0, np.float32)  # [2 C T vectors]: this thread's vectors of two rows
+        scratch_n = cuda.shared.array(warps, np.float32)
+        scratch_m = cuda.shared.array(warps, np.float32)
+        scratch_q = cuda.shared.array(warps, np.float32)
+        peer_n = cuda.shared.array(slots, np.float32)  # [slot K + rank]: the triples the cluster's blocks store here
+        peer_m = cuda.shared.array(slots, np.float32)
+        peer_q = cuda.shared.array(slots, np.float32)
+        tid, j = cuda.threadIdx.x, cluster_rank()
+        clusters = cuda.gridDim.x // K
+        cluster_sync()  # every block of the cluster has started before anyone stores into its shared memory
+        row, slot, base = cluster_index(), 0, 0
+        if row < rows:
+            copy_slice(x, staged, 0, row, cols, slice_vectors, j, tid)
+        while row < rows:  # uniform across the cluster: every thread reaches every barrier
+            if row + clusters < rows:
+                copy_slice(x, staged, stage - base, row + clusters, cols, slice_vectors, j, tid)
+            else:
+                async_commit()  # an empty group: the wait below then counts the same way on the last row
+            async_wait_prior()  # this row's copies (every group but the newest) are in shared memory
+            row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
+            row_hi = row_lo + cols
+            s, n = _ZERO, 0
+            for k in range(C):
+                v = first + tid + k * T
+                if v < end:
+                    a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, _ZERO)
+                    n += lcl._in_row(v, row_lo, row_hi)
+                    s += (a0 + a1) + (a2 + a3)
+            count = np.float32(n)
+            mean = s / count if n > 0 else _ZERO
+            q = _ZERO  # M2 about the thread's own mean (v3's)
+            for k in range(C):
+                v = first + tid + k * T
+                if v < end:
+                    a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, _ZERO)
+                    e = 4 * v
+                    d0 = lcl._deviation(a0, mean, e, row_lo, row_hi)
+                    d1 = lcl._deviation(a1, mean, e + 1, row_lo, row_hi)
+                    d2 = lcl._deviation(a2, mean, e + 2, row_lo, row_hi)
+                    d3 = lcl._deviation(a3, mean, e + 3, row_lo, row_hi)
+                    q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
+            bn, bm, bq = lcl.block_welford(count, mean, q, scratch_n, scratch_m, scratch_q)
+            if tid < K:  # thread p hands the block's triple to block p of the cluster
+                dsmem_store(peer_n, slot * K + j, tid, bn)
+                dsmem_store(peer_m, slot * K + j, tid, bm)
+                dsmem_store(peer_q, slot * K + j, tid, bq)
+            cluster_arrive()  # release: the stores above are visible to whoever passes the wait
+            cluster_wait()
+            rn, rm, rq = peer_n[slot * K], peer_m[slot * K], peer_q[slot * K]
+            for p in range(1, K):
+                rn, rm, rq = welford_combine(rn, rm, rq, peer_n[slot * K + p], peer_m[slot * K + p],
+                                             peer_q[slot * K + p])
+            r = _ONE / math.sqrt(rq / rn + eps)
+            for k in range(C):
+                v = first + tid + k * T
+                if v < end:
+                    a0, a1, a2, a3 = load4(staged, base + k * T + tid)
+                    g0, g1, g2, g3 = lcl._weights4(gamma, v, row_lo, row_hi)
+                    b0, b1, b2, b3 = lcl._weights4(beta, v, row_lo, row_hi)
+                    sp.store_vector(out, v, row_lo, row_hi, (a0 - rm) * r * g0 + b0, (a1 - rm) * r * g1 + b1,
+                                    (a2 - rm) * r * g2 + b2, (a3 - rm) * r * g3 + b3)
+            row += clusters
+            slot = 1 - slot
+            base = stage - base
+
+    return layernorm_cluster_v6
+
+
+def staged_refusal(cols: int) -> str | None:
+    """None when v6 runs rows of `cols` floats here; else why not."""
+    if (why := lcl.cluster_refusal(cols)) is not None:
+        return why
+    if staged_layout(cols) is None:
+        return f"a row of {cols} floats does not fit v6's layout ({lcl.MAX_CLUSTER} blocks); use `cluster`"
+    return None
+
+
+def plan_staged(size: Size) -> Plan:
+    """v3's traffic: x once, out once, gamma and beta for every row (from the caches)."""
+    r, c = size.rows, size.cols
+    shape = staged_layout(c)
+    if shape is None:
+        raise ValueError(staged_refusal(c))
+    kernel = layernorm_staged_kernel(shape)
+    return Plan((KernelLaunch(kernel_name(kernel), r * shape.slices, shape.threads, bytes_read=ln.F32 * 3 * r * c,
+                              bytes_written=ln.F32 * r * c, read_bytes_in_flight=16 * shape.chunks),))
+
+
+def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None):
+    """staged_launcher's grid (softmax/staged.py); `shape` another layout than the width's."""
+    x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
+    require_aligned(x=x, out=out)
+    if shape is None and (why := staged_refusal(cols)) is not None:
+        raise ArgumentError(why)
+    if x.size == 0:
+        return ln._no_op
+    shape = shape or staged_layout(cols)
+    return staged_launcher(layernorm_staged_kernel(shape), shape, rows,
+                           (x.reshape(rows * cols), gamma, beta, out.reshape(rows * cols), rows, cols,
+                            shape.slice_vectors(cols), np.float32(ln.EPS)), stream, clusters)
+
+
+CLUSTER_V6 = Variant("cluster_v6", "persistent",
+                     "v3 with each block's slice staged in shared memory by asynchronous copies, the next row's "
+                     "copy in flight during this row's exchange; unregistered: the study times it beside `cluster`",
+                     plan_staged, bind_staged, lambda size: staged_refusal(size.cols))

@@ -1,0 +1,195 @@
+"""Rows staged through shared memory by asynchronous copies: the cluster kernels' slices without registers, the
+next row's copy in flight while this row is reduced, exchanged and written (softmax's v20 here; layernorm's v6,
+topics/layernorm/staged.py, uses the same pieces).
+
+The cluster kernel (cluster.py) holds its slice in registers: every load in flight at once, then no reads while
+the block reduces, waits at the cluster barrier and writes; only the other resident blocks' loads cover that
+pause. Here a grid of as many clusters as the GPU holds at once strides over the rows, and each thread, before it
+reduces row r, starts copying its vectors of row r + C (its cluster's next row) into the other half of a two-row
+shared buffer (cp.async: a copy holds no register while in flight; intrinsics.copy16_async):
+
+    copy row r into stage 0
+    per row r:   copy row r + C into stage 1 - s        (one group; an empty one on the cluster's last row)
+                 wait for all but the newest group       (row r is in stage s)
+                 reduce stage s; swap the block's partial result through DSMEM; cluster barrier
+                 write the row from stage s; s = 1 - s
+
+A thread reads only the vectors it copied (vector k T + tid of a stage), so its own wait is enough: no block
+barrier guards the buffer, and the copy into stage 1 - s overwrites what this thread read a row before, after it
+read it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ...arrays import ArgumentError
+from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_launcher, cluster_rank, cluster_sync,
+                         cluster_wait, dsmem_store, max_active_clusters)
+from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
+from ...intrinsics import async_commit, async_wait_prior, copy16_async, load4
+from ...reduce import LOWEST, block_md, md_combine
+from ...rows import pow2_at_least, row_jit
+from ...runtime import cuda
+from . import workload as sm  # first: it registers split.py's variants, which need it whole
+from . import cluster as scl  # noqa: I001
+from . import split as sp
+
+STAGE_VECTORS = 2048  # 16-byte vectors a block stages per row (32 KB; two rows: 64 KB, three blocks an SM)
+
+
+def staged_layout(cols: int) -> scl.ClusterShape | None:
+    """Blocks of about STAGE_VECTORS vectors a row (8 a thread), up to 16 blocks a row, then larger blocks."""
+    slices = min(MAX_CLUSTER, pow2_at_least(-(-sp._row_vectors(cols) // STAGE_VECTORS)))
+    return scl.cluster_shape(cols, slices=slices)
+
+
+def stage_bytes(shape: scl.ClusterShape) -> int:
+    """The dynamic shared memory a block of this layout needs: two rows of its slice."""
+    return 2 * 16 * shape.threads * shape.chunks
+
+
+@cuda.jit(device=True, inline=True)
+def staged4(staged, q, v, row_lo, row_hi, fill):
+    """The staged vector q (elements 4v .. 4v + 3 of x), those outside [row_lo, row_hi) as `fill`."""
+    a0, a1, a2, a3 = load4(staged, q)
+    e = 4 * v
+    if e >= row_lo and e + 3 < row_hi:
+        return a0, a1, a2, a3
+    return (a0 if row_lo <= e < row_hi else fill, a1 if row_lo <= e + 1 < row_hi else fill,
+            a2 if row_lo <= e + 2 < row_hi else fill, a3 if row_lo <= e + 3 < row_hi else fill)
+
+
+def slice_copier(shape: scl.ClusterShape):
+    """copy_slice(x, staged, base, row, cols, slice_vectors, j, tid): start the copies of this thread's vectors of
+    `row`'s slice j into the stage at vector `base`, and commit them as one group."""
+    T, C = shape.threads, shape.chunks
+
+    @cuda.jit(device=True, inline=True)
+    def copy_slice(x, staged, base, row, cols, slice_vectors, j, tid):
+        row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
+        for k in range(C):
+            v = first + tid + k * T
+            if v < end:  # the last vector of x may hold fewer than 4 floats: copy those, zeros after
+                copy16_async(staged, base + k * T + tid, x, v, min(4, x.size - 4 * v))
+        async_commit()
+    return copy_slice
+
+
+def staged_launcher(kernel, shape: scl.ClusterShape, rows: int, args: tuple, stream=0, clusters: int | None = None):
+    """As many clusters as the GPU holds at once (at most one a row), striding over the rows; `clusters` another
+    count (the simulator, which runs one cluster at a time, takes one a row)."""
+    def launcher(count: int):
+        return cluster_launcher(kernel, count * shape.slices, shape.threads, shape.slices, args, stream,
+                                dynamic_shared=stage_bytes(shape))
+    if clusters is None:
+        resident = max_active_clusters(launcher(1))
+        if resident == 0:
+            raise ArgumentError(f"the staged layout {shape} ({stage_bytes(shape)} bytes of shared memory a block) "
+                                f"cannot run on this GPU")
+        clusters = resident or rows
+    return launcher(min(rows, clusters))
+
+
+@functools.lru_cache(maxsize=None)
+def softmax_staged_kernel(shape: scl.ClusterShape):
+    """v20 for this layout (the module's docstring); dynamic shared memory: stage_bytes(shape)."""
+    K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
+    slots, stage = 2 * K, C * T
+    copy_slice = slice_copier(shape)
+
+    @row_jit(f"softmax_cluster{K}_{T}x{C}_staged", T)
+    def softmax_staged(x, out, rows, cols, slice_vectors):
+        staged = cuda.shared.array(0, np.float32)  # [2 C T vectors]: this thread's vectors of two rows
+        scratch_m = cuda.shared.array(T, np.float32)
+        scratch_d = cuda.shared.array(T, np.float32)
+        peer_m = cuda.shared.array(slots, np.float32)  # [slot K + rank]: the pairs the cluster's blocks store here
+        peer_d = cuda.shared.array(slots, np.float32)
+        tid, j = cuda.threadIdx.x, cluster_rank()
+        clusters = cuda.gridDim.x // K
+        cluster_sync()  # every block of the cluster has started before anyone stores into its shared memory
+        row, slot, base = cluster_index(), 0, 0
+        if row < rows:
+            copy_slice(x, staged, 0, row, cols, slice_vectors, j, tid)
+        while row < rows:  # uniform across the cluster: every thread reaches every barrier
+            if row + clusters < rows:
+                copy_slice(x, staged, stage - base, row + clusters, cols, slice_vectors, j, tid)
+            else:
+                async_commit()  # an empty group: the wait below counts the same way on the last row
+            async_wait_prior()  # this row's copies (every group but the newest) are in shared memory
+            row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
+            row_hi = row_lo + cols
+            m = LOWEST
+            for k in range(C):
+                v = first + tid + k * T
+                if v < end:
+                    a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
+                    m = max(m, max(max(a0, a1), max(a2, a3)))
+            d = np.float32(0)
+            for k in range(C):
+                v = first + tid + k * T
+                if v < end:  # a lane outside the row holds LOWEST: exp(LOWEST - m) is 0
+                    a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
+                    d += (math.exp(a0 - m) + math.exp(a1 - m)) + (math.exp(a2 - m) + math.exp(a3 - m))
+            bm, bd = block_md(m, d, scratch_m, scratch_d)
+            if tid < K:  # thread p hands the block's pair to block p of the cluster
+                dsmem_store(peer_m, slot * K + j, tid, bm)
+                dsmem_store(peer_d, slot * K + j, tid, bd)
+            cluster_arrive()  # release: the stores above are visible to whoever passes the wait
+            cluster_wait()
+            rm, rd = peer_m[slot * K], peer_d[slot * K]
+            for p in range(1, K):
+                rm, rd = md_combine(rm, rd, peer_m[slot * K + p], peer_d[slot * K + p])
+            inv = np.float32(1) / rd
+            for k in range(C):
+                v = first + tid + k * T
+                if v < end:  # lanes outside the row as LOWEST too: a neighbour's element could overflow exp
+                    a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
+                    sp.store_vector(out, v, row_lo, row_hi, math.exp(a0 - rm) * inv, math.exp(a1 - rm) * inv,
+                                    math.exp(a2 - rm) * inv, math.exp(a3 - rm) * inv)
+            row += clusters
+            slot = 1 - slot
+            base = stage - base
+
+    return softmax_staged
+
+
+def staged_refusal(cols: int) -> str | None:
+    """None when the staged kernels run rows of `cols` floats here; else why not."""
+    if (why := scl.cluster_variant_refusal(cols)) is not None:
+        return why
+    if staged_layout(cols) is None:
+        return f"a row of {cols} floats does not fit the staged layout ({MAX_CLUSTER} blocks); use `cluster`"
+    return None
+
+
+def plan_staged(size: Size) -> Plan:
+    """The cluster kernel's traffic: x once, out once."""
+    shape = staged_layout(size.cols)
+    if shape is None:
+        raise ValueError(staged_refusal(size.cols))
+    return Plan((KernelLaunch(kernel_name(softmax_staged_kernel(shape)), size.rows * shape.slices, shape.threads,
+                              bytes_read=sm.F32 * size.elements, bytes_written=sm.F32 * size.elements,
+                              read_bytes_in_flight=16 * shape.chunks),))
+
+
+def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None):
+    """staged_launcher's grid; `shape` another layout than the width's."""
+    x, out, rows, cols = sm._check(inputs, outputs, vectors=True)
+    if shape is None and (why := staged_refusal(cols)) is not None:
+        raise ArgumentError(why)
+    if x.size == 0:
+        return sm._no_op
+    shape = shape or staged_layout(cols)
+    return staged_launcher(softmax_staged_kernel(shape), shape, rows,
+                           (sm._flat(x, rows, cols), sm._flat(out, rows, cols), rows, cols, shape.slice_vectors(cols)),
+                           stream, clusters)
+
+
+STAGED = Variant("cluster_staged", "persistent",
+                 "the cluster kernel with each slice staged in shared memory by asynchronous copies, the next row's "
+                 "copy in flight during this row's exchange; unregistered: the study times it beside `cluster`",
+                 plan_staged, bind_staged, lambda size: staged_refusal(size.cols))
