@@ -236,14 +236,14 @@ else:
 #   copy16_async(dst, d, src, s, n)  shared float32 dst[4d:4d+4] = src[4s:4s+n] (n of 1..4 floats, zeros after
 #                                    them: cp.async.cg, 16 bytes, src-size 4n), started now, done at a wait
 #   async_commit()                   close this thread's copies started since the last commit into one group
-#   async_wait_prior()               wait until every group but the newest is done (cp.async.wait_group 1): the
-#                                    copies of the row before are in, the next row's may still be in flight
+#   async_wait_group(n)              wait until every group but the newest n is done (cp.async.wait_group n; n a
+#                                    compile-time constant): the oldest rows' copies are in, the newest in flight
 #   async_wait_all()                 wait for every copy this thread started (cp.async.wait_all)
 # A thread waits for its own copies only: a kernel that reads what another thread copied needs a barrier too.
 # On the simulator a copy is made when the thread waits for its group, not before: a read before the wait sees
 # the old contents, as a GPU may.
 if ON_SIMULATOR:
-    from .sim_device import async_commit, async_wait_all, async_wait_prior, copy16_async  # noqa: F401
+    from .sim_device import async_commit, async_wait_all, async_wait_group, copy16_async  # noqa: F401
 else:
     @intrinsic
     def copy16_async(typingctx, dst, d, src, s, n):
@@ -265,5 +265,17 @@ else:
         return types.void(dst, d, src, s, n), codegen
 
     async_commit = _instruction("cp.async.commit_group;")
-    async_wait_prior = _instruction("cp.async.wait_group 1;")
+
+    @intrinsic
+    def async_wait_group(typingctx, n):
+        if not isinstance(n, types.IntegerLiteral):
+            return None  # numba then retries with the literal value of a constant
+        if not 0 <= n.literal_value <= 7:
+            raise TypeError(f"async_wait_group(n) needs a constant n of 0 to 7, got {n.literal_value}")
+
+        def codegen(context, builder, signature, args):
+            _inline_asm(builder, ir.VoidType(), f"cp.async.wait_group {n.literal_value};", "~{memory}")
+            return context.get_dummy_value()
+        return types.void(n), codegen
+
     async_wait_all = _instruction("cp.async.wait_all;")

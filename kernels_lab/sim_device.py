@@ -498,8 +498,9 @@ def _complete(groups: list) -> None:
                 dst[d + i] = src[s + i] if i < n else 0
 
 
-def async_wait_prior() -> None:
-    done, _COPIES.groups = _COPIES.groups[:-1], _COPIES.groups[-1:]
+def async_wait_group(n) -> None:
+    finished = max(0, len(_COPIES.groups) - int(n))  # every group but the newest n
+    done, _COPIES.groups = _COPIES.groups[:finished], _COPIES.groups[finished:]
     _complete(done)
 
 

@@ -362,32 +362,36 @@ def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, version, rng):
 
 # -- v6: slices staged through shared memory by asynchronous copies ----------------------------------------------
 
-def _staged(rows, cols, slices, clusters_, rng, threads=32):
+def _staged(rows, cols, slices, clusters_, rng, threads=32, stages=2):
     from kernels_lab.topics.layernorm import staged as st
     w = get_workload("layernorm")
     size = w.size(rows=rows, cols=cols)
     inputs = w.make_inputs(size, rng)
     outputs = poisoned(w.output_specs(size))
     shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=threads)
-    st.bind_staged(to_device(inputs), outputs, shape=shape, clusters=clusters_)()
+    st.bind_staged(to_device(inputs), outputs, shape=shape, clusters=clusters_, stages=stages)()
     return compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)[1]
 
 
-@pytest.mark.parametrize("what,rows,cols,slices,clusters_", [
-    ("3 blocks, 2 clusters striding over 5 rows: each row copied while the one before is reduced", 5, 131, 3, 2),
-    ("one cluster for 3 rows of 4 chunks a thread, rows not 16-byte aligned, x's last vector short", 3, 1003, 2, 1),
-    ("the width's layout, a cluster per row (no next row to copy)", 3, 203, None, None),
+@pytest.mark.parametrize("what,rows,cols,slices,clusters_,stages", [
+    ("3 blocks, 2 clusters striding over 5 rows: each row copied while the one before is reduced", 5, 131, 3, 2, 2),
+    ("one cluster for 3 rows of 4 chunks a thread, rows not 16-byte aligned, x's last vector short", 3, 1003, 2, 1, 2),
+    ("the width's layout, a cluster per row (no next row to copy)", 3, 203, None, None, 2),
+    ("three stages: two rows in flight, 2 clusters over 7 rows (a cluster's last rows copy nothing)", 7, 67, 2, 2, 3),
 ])
-def test_the_staged_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, rng):
-    bad = _staged(rows, cols, slices, clusters_, rng)
+def test_the_staged_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, stages, rng):
+    bad = _staged(rows, cols, slices, clusters_, rng, stages=stages)
     assert bad is None, f"v6, {what}: {bad}"
 
 
 @sim_only
-def test_a_staged_read_before_its_wait_is_wrong_on_the_simulator(monkeypatch, rng):
-    """The simulator makes a copy when its group is waited for: a kernel that does not wait reads old contents."""
-    from kernels_lab.topics.layernorm import staged as st
-    monkeypatch.setattr(st, "async_wait_prior", lambda: None)
+@pytest.mark.parametrize("wait", ["none", "too few groups"])
+def test_a_staged_read_before_its_wait_is_wrong_on_the_simulator(monkeypatch, rng, wait):
+    """The simulator makes a copy when its group is waited for: a kernel that reads a stage before waiting for it
+    (no wait, or a wait that leaves this row's group in flight) reads old contents."""
+    from kernels_lab.topics.softmax import staged as sst
+    waited = sst.async_wait_group
+    monkeypatch.setattr(sst, "async_wait_group", (lambda n: None) if wait == "none" else (lambda n: waited(n + 1)))
     assert _staged(5, 131, 3, 2, rng) is not None
 
 

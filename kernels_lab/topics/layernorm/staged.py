@@ -17,11 +17,11 @@ import numpy as np
 from ...arrays import ArgumentError
 from ...clusters import cluster_arrive, cluster_index, cluster_rank, cluster_sync, cluster_wait, dsmem_store
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
-from ...intrinsics import async_commit, async_wait_prior, load4
+from ...intrinsics import load4
 from ...runtime import cuda
 from ..softmax import cluster as scl
 from ..softmax import split as sp
-from ..softmax.staged import slice_copier, staged4, staged_launcher, staged_layout
+from ..softmax.staged import row_stager, staged4, staged_launcher, staged_layout
 from ..softmax.workload import require_aligned
 from . import cluster as lcl
 from . import workload as ln
@@ -31,16 +31,15 @@ _ZERO, _ONE = np.float32(0), np.float32(1)
 
 
 @functools.lru_cache(maxsize=None)
-def layernorm_staged_kernel(shape: scl.ClusterShape):
-    """v6 for this layout (the module's docstring); dynamic shared memory: stage_bytes(shape)."""
+def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2):
+    """v6 for this layout (the module's docstring); dynamic shared memory: stage_bytes(shape, stages)."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
-    slots, warps, stage = 2 * K, T // 32, C * T
+    slots, warps = 2 * K, T // 32
+    start, arrive = row_stager(shape, stages)
 
-    copy_slice = slice_copier(shape)
-
-    @ln.row_jit(f"layernorm_cluster{K}_{T}x{C}_v6", T)
+    @ln.row_jit(f"layernorm_cluster{K}_{T}x{C}_v6" + ("" if stages == 2 else f"_s{stages}"), T)
     def layernorm_cluster_v6(x, gamma, beta, out, rows, cols, slice_vectors, eps):
-        staged = cuda.shared.array(0, np.float32)  # [2 C T vectors]: this thread's vectors of two rows
+        staged = cuda.shared.array(0, np.float32)  # [stages C T vectors]: this thread's vectors of `stages` rows
         scratch_n = cuda.shared.array(warps, np.float32)
         scratch_m = cuda.shared.array(warps, np.float32)
         scratch_q = cuda.shared.array(warps, np.float32)
@@ -50,15 +49,10 @@ def layernorm_staged_kernel(shape: scl.ClusterShape):
         tid, j = cuda.threadIdx.x, cluster_rank()
         clusters = cuda.gridDim.x // K
         cluster_sync()  # every block of the cluster has started before anyone stores into its shared memory
-        row, slot, base = cluster_index(), 0, 0
-        if row < rows:
-            copy_slice(x, staged, 0, row, cols, slice_vectors, j, tid)
+        row, slot, it = cluster_index(), 0, 0
+        start(x, staged, row, rows, clusters, cols, slice_vectors, j, tid)
         while row < rows:  # uniform across the cluster: every thread reaches every barrier
-            if row + clusters < rows:
-                copy_slice(x, staged, stage - base, row + clusters, cols, slice_vectors, j, tid)
-            else:
-                async_commit()  # an empty group: the wait below then counts the same way on the last row
-            async_wait_prior()  # this row's copies (every group but the newest) are in shared memory
+            base = arrive(x, staged, it, row, rows, clusters, cols, slice_vectors, j, tid)
             row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
             row_hi = row_lo + cols
             s, n = _ZERO, 0
@@ -103,7 +97,7 @@ def layernorm_staged_kernel(shape: scl.ClusterShape):
                                     (a2 - rm) * r * g2 + b2, (a3 - rm) * r * g3 + b3)
             row += clusters
             slot = 1 - slot
-            base = stage - base
+            it += 1
 
     return layernorm_cluster_v6
 
@@ -128,8 +122,10 @@ def plan_staged(size: Size) -> Plan:
                               bytes_written=ln.F32 * r * c, read_bytes_in_flight=16 * shape.chunks),))
 
 
-def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None):
-    """staged_launcher's grid (softmax/staged.py); `shape` another layout than the width's."""
+def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None,
+                stages: int = 2):
+    """staged_launcher's grid (softmax/staged.py); `shape` another layout than the width's; `stages` rows of the
+    slice in shared memory."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
     require_aligned(x=x, out=out)
     if shape is None and (why := staged_refusal(cols)) is not None:
@@ -137,9 +133,9 @@ def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = N
     if x.size == 0:
         return ln._no_op
     shape = shape or staged_layout(cols)
-    return staged_launcher(layernorm_staged_kernel(shape), shape, rows,
+    return staged_launcher(layernorm_staged_kernel(shape, stages), shape, rows,
                            (x.reshape(rows * cols), gamma, beta, out.reshape(rows * cols), rows, cols,
-                            shape.slice_vectors(cols), np.float32(ln.EPS)), stream, clusters)
+                            shape.slice_vectors(cols), np.float32(ln.EPS)), stream, clusters, stages)
 
 
 CLUSTER_V6 = Variant("cluster_v6", "persistent",

@@ -30,7 +30,7 @@ from ...arrays import ArgumentError
 from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_launcher, cluster_rank, cluster_sync,
                          cluster_wait, dsmem_store, max_active_clusters)
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
-from ...intrinsics import async_commit, async_wait_prior, copy16_async, load4
+from ...intrinsics import async_commit, async_wait_group, copy16_async, load4
 from ...reduce import LOWEST, block_md, md_combine
 from ...rows import pow2_at_least, row_jit
 from ...runtime import cuda
@@ -47,9 +47,9 @@ def staged_layout(cols: int) -> scl.ClusterShape | None:
     return scl.cluster_shape(cols, slices=slices)
 
 
-def stage_bytes(shape: scl.ClusterShape) -> int:
-    """The dynamic shared memory a block of this layout needs: two rows of its slice."""
-    return 2 * 16 * shape.threads * shape.chunks
+def stage_bytes(shape: scl.ClusterShape, stages: int = 2) -> int:
+    """The dynamic shared memory a block of this layout needs: `stages` rows of its slice."""
+    return stages * 16 * shape.threads * shape.chunks
 
 
 @cuda.jit(device=True, inline=True)
@@ -79,31 +79,64 @@ def slice_copier(shape: scl.ClusterShape):
     return copy_slice
 
 
-def staged_launcher(kernel, shape: scl.ClusterShape, rows: int, args: tuple, stream=0, clusters: int | None = None):
+def row_stager(shape: scl.ClusterShape, stages: int):
+    """The pipeline of a cluster striding over rows with `stages` rows of its slice in shared memory, as two device
+    functions (every thread of the cluster calls them, with the same rows):
+      start(x, staged, row, rows, clusters, cols, slice_vectors, j, tid)     copy the first stages - 1 rows
+      arrive(x, staged, it, row, rows, clusters, cols, slice_vectors, j, tid) -> the first vector of row `row`'s
+          stage, once its copies are in; the row stages - 1 ahead is copied into the stage read a row before
+    (it: how many rows the cluster did before this one). One group a row, empty past the last row, so that
+    "every group but the newest stages - 1" is always this row's and those before it."""
+    S, stage = stages, shape.threads * shape.chunks
+    in_flight = stages - 1  # a constant (wait_group's operand is an immediate)
+    copy_slice = slice_copier(shape)
+
+    @cuda.jit(device=True, inline=True)
+    def start(x, staged, row, rows, clusters, cols, slice_vectors, j, tid):
+        for s in range(S - 1):
+            if row + s * clusters < rows:
+                copy_slice(x, staged, s * stage, row + s * clusters, cols, slice_vectors, j, tid)
+            else:
+                async_commit()
+
+    @cuda.jit(device=True, inline=True)
+    def arrive(x, staged, it, row, rows, clusters, cols, slice_vectors, j, tid):
+        ahead = row + (S - 1) * clusters
+        if ahead < rows:
+            copy_slice(x, staged, ((it + S - 1) % S) * stage, ahead, cols, slice_vectors, j, tid)
+        else:
+            async_commit()
+        async_wait_group(in_flight)
+        return (it % S) * stage
+    return start, arrive
+
+
+def staged_launcher(kernel, shape: scl.ClusterShape, rows: int, args: tuple, stream=0, clusters: int | None = None,
+                    stages: int = 2):
     """As many clusters as the GPU holds at once (at most one a row), striding over the rows; `clusters` another
     count (the simulator, which runs one cluster at a time, takes one a row)."""
     def launcher(count: int):
         return cluster_launcher(kernel, count * shape.slices, shape.threads, shape.slices, args, stream,
-                                dynamic_shared=stage_bytes(shape))
+                                dynamic_shared=stage_bytes(shape, stages))
     if clusters is None:
         resident = max_active_clusters(launcher(1))
         if resident == 0:
-            raise ArgumentError(f"the staged layout {shape} ({stage_bytes(shape)} bytes of shared memory a block) "
+            raise ArgumentError(f"the staged layout {shape} ({stage_bytes(shape, stages)} bytes of shared memory a block) "
                                 f"cannot run on this GPU")
         clusters = resident or rows
     return launcher(min(rows, clusters))
 
 
 @functools.lru_cache(maxsize=None)
-def softmax_staged_kernel(shape: scl.ClusterShape):
-    """v20 for this layout (the module's docstring); dynamic shared memory: stage_bytes(shape)."""
+def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2):
+    """v20 for this layout (the module's docstring); dynamic shared memory: stage_bytes(shape, stages)."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
-    slots, stage = 2 * K, C * T
-    copy_slice = slice_copier(shape)
+    slots = 2 * K
+    start, arrive = row_stager(shape, stages)
 
-    @row_jit(f"softmax_cluster{K}_{T}x{C}_staged", T)
+    @row_jit(f"softmax_cluster{K}_{T}x{C}_staged" + ("" if stages == 2 else f"_s{stages}"), T)
     def softmax_staged(x, out, rows, cols, slice_vectors):
-        staged = cuda.shared.array(0, np.float32)  # [2 C T vectors]: this thread's vectors of two rows
+        staged = cuda.shared.array(0, np.float32)  # [stages C T vectors]: this thread's vectors of `stages` rows
         scratch_m = cuda.shared.array(T, np.float32)
         scratch_d = cuda.shared.array(T, np.float32)
         peer_m = cuda.shared.array(slots, np.float32)  # [slot K + rank]: the pairs the cluster's blocks store here
@@ -111,15 +144,10 @@ def softmax_staged_kernel(shape: scl.ClusterShape):
         tid, j = cuda.threadIdx.x, cluster_rank()
         clusters = cuda.gridDim.x // K
         cluster_sync()  # every block of the cluster has started before anyone stores into its shared memory
-        row, slot, base = cluster_index(), 0, 0
-        if row < rows:
-            copy_slice(x, staged, 0, row, cols, slice_vectors, j, tid)
+        row, slot, it = cluster_index(), 0, 0
+        start(x, staged, row, rows, clusters, cols, slice_vectors, j, tid)
         while row < rows:  # uniform across the cluster: every thread reaches every barrier
-            if row + clusters < rows:
-                copy_slice(x, staged, stage - base, row + clusters, cols, slice_vectors, j, tid)
-            else:
-                async_commit()  # an empty group: the wait below counts the same way on the last row
-            async_wait_prior()  # this row's copies (every group but the newest) are in shared memory
+            base = arrive(x, staged, it, row, rows, clusters, cols, slice_vectors, j, tid)
             row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
             row_hi = row_lo + cols
             m = LOWEST
@@ -152,7 +180,7 @@ def softmax_staged_kernel(shape: scl.ClusterShape):
                                     math.exp(a2 - rm) * inv, math.exp(a3 - rm) * inv)
             row += clusters
             slot = 1 - slot
-            base = stage - base
+            it += 1
 
     return softmax_staged
 
@@ -176,17 +204,19 @@ def plan_staged(size: Size) -> Plan:
                               read_bytes_in_flight=16 * shape.chunks),))
 
 
-def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None):
-    """staged_launcher's grid; `shape` another layout than the width's."""
+def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None,
+                stages: int = 2):
+    """staged_launcher's grid; `shape` another layout than the width's; `stages` rows of the slice in shared
+    memory (2: the next row in flight while this one is worked on)."""
     x, out, rows, cols = sm._check(inputs, outputs, vectors=True)
     if shape is None and (why := staged_refusal(cols)) is not None:
         raise ArgumentError(why)
     if x.size == 0:
         return sm._no_op
     shape = shape or staged_layout(cols)
-    return staged_launcher(softmax_staged_kernel(shape), shape, rows,
+    return staged_launcher(softmax_staged_kernel(shape, stages), shape, rows,
                            (sm._flat(x, rows, cols), sm._flat(out, rows, cols), rows, cols, shape.slice_vectors(cols)),
-                           stream, clusters)
+                           stream, clusters, stages)
 
 
 STAGED = Variant("cluster_staged", "persistent",
