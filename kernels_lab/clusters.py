@@ -47,7 +47,6 @@ from .runtime import ON_SIMULATOR, BackendError
 MIN_CC = (9, 0)          # clusters and DSMEM: Hopper and later
 PORTABLE_CLUSTER = 8     # the most blocks per cluster every cc 9.x GPU runs
 MAX_CLUSTER = 16         # with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (H100/H200)
-STATIC_SHARED = 48 * 1024  # bytes of shared memory a block gets without the opt-in
 _ATTR = "kernels_lab_cluster"  # the cluster size a simulated kernel is launched with (on its py_func)
 
 
@@ -107,7 +106,8 @@ def _gpu_launch(kernel, grid, block, cluster, args, stream, dynamic_shared):
     config.sharedMemBytes = dynamic_shared
     handle, device = driver.CUkernel(int(launch.kernel.handle)), driver.CUdevice(_device_id())
     F = driver.CUfunction_attribute
-    for wanted, attribute, value in ((dynamic_shared > STATIC_SHARED, F.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+    # the opt-in whenever there is dynamic memory: 48 KB of it plus the static arrays is already past the default
+    for wanted, attribute, value in ((dynamic_shared > 0, F.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                       dynamic_shared),
                                      (cluster > PORTABLE_CLUSTER, F.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
                                       1)):

@@ -362,26 +362,27 @@ def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, version, rng):
 
 # -- v6: slices staged through shared memory by asynchronous copies ----------------------------------------------
 
-def _staged(rows, cols, slices, clusters_, rng, threads=32, stages=2):
+def _staged(rows, cols, slices, clusters_, rng, threads=32, stages=2, held=False):
     from kernels_lab.topics.layernorm import staged as st
     w = get_workload("layernorm")
     size = w.size(rows=rows, cols=cols)
     inputs = w.make_inputs(size, rng)
     outputs = poisoned(w.output_specs(size))
     shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=threads)
-    st.bind_staged(to_device(inputs), outputs, shape=shape, clusters=clusters_, stages=stages)()
+    st.bind_staged(to_device(inputs), outputs, shape=shape, clusters=clusters_, stages=stages, held=held)()
     return compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)[1]
 
 
+@pytest.mark.parametrize("held", [False, True], ids=["v6", "v7"])
 @pytest.mark.parametrize("what,rows,cols,slices,clusters_,stages", [
     ("3 blocks, 2 clusters striding over 5 rows: each row copied while the one before is reduced", 5, 131, 3, 2, 2),
     ("one cluster for 3 rows of 4 chunks a thread, rows not 16-byte aligned, x's last vector short", 3, 1003, 2, 1, 2),
     ("the width's layout, a cluster per row (no next row to copy)", 3, 203, None, None, 2),
     ("three stages: two rows in flight, 2 clusters over 7 rows (a cluster's last rows copy nothing)", 7, 67, 2, 2, 3),
 ])
-def test_the_staged_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, stages, rng):
-    bad = _staged(rows, cols, slices, clusters_, rng, stages=stages)
-    assert bad is None, f"v6, {what}: {bad}"
+def test_the_staged_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, stages, held, rng):
+    bad = _staged(rows, cols, slices, clusters_, rng, stages=stages, held=held)
+    assert bad is None, f"v{7 if held else 6}, {what}: {bad}"
 
 
 @sim_only
@@ -406,18 +407,19 @@ def test_the_staged_layout_fills_a_block_with_two_rows_of_32_kb_slices():
 @pytest.mark.gpu
 @pytest.mark.parametrize("rows,cols", [(5, 4099), (3000, 4099), (5, 16385), (700, 16385), (5, 65536), (300, 65536),
                                        (5, 131071), (100, 131071)])  # and enough rows that clusters stride
-def test_the_staged_cluster_layernorm_on_the_gpu(rows, cols, rng):
-    bad = _staged(rows, cols, None, None, rng)
+@pytest.mark.parametrize("held", [False, True], ids=["v6", "v7"])
+def test_the_staged_cluster_layernorm_on_the_gpu(rows, cols, held, rng):
+    bad = _staged(rows, cols, None, None, rng, held=held)
     assert bad is None, f"v6 at {rows} x {cols}: {bad}"
 
 
-def _staged_softmax(rows, cols, slices, clusters_, rng, scale=1.0):
+def _staged_softmax(rows, cols, slices, clusters_, rng, scale=1.0, held=False):
     from kernels_lab.topics.softmax import staged as sst
     inputs = W.make_inputs(W.size(rows=rows, cols=cols), rng)
     inputs["x"] *= np.float32(scale)
     out = poisoned(W.output_specs(W.size(rows=rows, cols=cols)))
     shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=32)
-    sst.bind_staged(to_device(inputs), out, shape=shape, clusters=clusters_)()
+    sst.bind_staged(to_device(inputs), out, shape=shape, clusters=clusters_, held=held)()
     return compare("out", out["out"].copy_to_host(), W.reference(inputs)["out"], W.tolerance)[1]
 
 
@@ -426,14 +428,16 @@ def _staged_softmax(rows, cols, slices, clusters_, rng, scale=1.0):
     ("4 blocks, the last with no columns of the row, one cluster for both rows near +-6400", 2, 17, 4, 1, 64.0),
     ("2 blocks, 4 chunks a thread, 3 rows through one cluster, x's last vector short", 3, 1003, 2, 1, 1.0),
 ])
-def test_the_staged_cluster_softmax_matches_float64(what, rows, cols, slices, clusters_, scale, rng):
-    bad = _staged_softmax(rows, cols, slices, clusters_, rng, scale)
+@pytest.mark.parametrize("held", [False, True], ids=["v20", "v21"])
+def test_the_staged_cluster_softmax_matches_float64(what, rows, cols, slices, clusters_, scale, held, rng):
+    bad = _staged_softmax(rows, cols, slices, clusters_, rng, scale, held)
     assert bad is None, f"staged softmax, {what}: {bad}"
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("rows,cols", [(5, 8195), (2000, 8195), (5, 50257), (500, 50257), (7, 131071), (100, 131071),
                                        (3, 262144)])
-def test_the_staged_cluster_softmax_on_the_gpu(rows, cols, rng):
-    bad = _staged_softmax(rows, cols, None, None, rng)
+@pytest.mark.parametrize("held", [False, True], ids=["v20", "v21"])
+def test_the_staged_cluster_softmax_on_the_gpu(rows, cols, held, rng):
+    bad = _staged_softmax(rows, cols, None, None, rng, held=held)
     assert bad is None, f"staged softmax at {rows} x {cols}: {bad}"

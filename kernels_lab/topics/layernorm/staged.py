@@ -31,15 +31,18 @@ _ZERO, _ONE = np.float32(0), np.float32(1)
 
 
 @functools.lru_cache(maxsize=None)
-def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2):
-    """v6 for this layout (the module's docstring); dynamic shared memory: stage_bytes(shape, stages)."""
+def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool = False):
+    """v6 for this layout (the module's docstring), or with `held` v7: the stage read once into registers, then
+    v3's steps (one shared read an element instead of three). Dynamic shared memory: stage_bytes(shape, stages)."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
-    slots, warps = 2 * K, T // 32
+    slots, warps, n_held = 2 * K, T // 32, (4 * C if held else 1)
     start, arrive = row_stager(shape, stages)
+    name = f"layernorm_cluster{K}_{T}x{C}_" + ("v7" if held else "v6") + ("" if stages == 2 else f"_s{stages}")
 
-    @ln.row_jit(f"layernorm_cluster{K}_{T}x{C}_v6" + ("" if stages == 2 else f"_s{stages}"), T)
+    @ln.row_jit(name, T)
     def layernorm_cluster_v6(x, gamma, beta, out, rows, cols, slice_vectors, eps):
         staged = cuda.shared.array(0, np.float32)  # [stages C T vectors]: this thread's vectors of `stages` rows
+        vals = cuda.local.array(n_held, np.float32)  # v7: this row's vectors, read once from the stage
         scratch_n = cuda.shared.array(warps, np.float32)
         scratch_m = cuda.shared.array(warps, np.float32)
         scratch_q = cuda.shared.array(warps, np.float32)
@@ -62,13 +65,18 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2):
                     a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, _ZERO)
                     n += lcl._in_row(v, row_lo, row_hi)
                     s += (a0 + a1) + (a2 + a3)
+                    if held:  # a compile-time constant: one of the two kernels is compiled
+                        vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
             count = np.float32(n)
             mean = s / count if n > 0 else _ZERO
             q = _ZERO  # M2 about the thread's own mean (v3's)
             for k in range(C):
                 v = first + tid + k * T
                 if v < end:
-                    a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, _ZERO)
+                    if held:
+                        a0, a1, a2, a3 = vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3]
+                    else:
+                        a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, _ZERO)
                     e = 4 * v
                     d0 = lcl._deviation(a0, mean, e, row_lo, row_hi)
                     d1 = lcl._deviation(a1, mean, e + 1, row_lo, row_hi)
@@ -90,7 +98,10 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2):
             for k in range(C):
                 v = first + tid + k * T
                 if v < end:
-                    a0, a1, a2, a3 = load4(staged, base + k * T + tid)
+                    if held:
+                        a0, a1, a2, a3 = vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3]
+                    else:
+                        a0, a1, a2, a3 = load4(staged, base + k * T + tid)
                     g0, g1, g2, g3 = lcl._weights4(gamma, v, row_lo, row_hi)
                     b0, b1, b2, b3 = lcl._weights4(beta, v, row_lo, row_hi)
                     sp.store_vector(out, v, row_lo, row_hi, (a0 - rm) * r * g0 + b0, (a1 - rm) * r * g1 + b1,
@@ -111,21 +122,21 @@ def staged_refusal(cols: int) -> str | None:
     return None
 
 
-def plan_staged(size: Size) -> Plan:
+def plan_staged(size: Size, held: bool = False) -> Plan:
     """v3's traffic: x once, out once, gamma and beta for every row (from the caches)."""
     r, c = size.rows, size.cols
     shape = staged_layout(c)
     if shape is None:
         raise ValueError(staged_refusal(c))
-    kernel = layernorm_staged_kernel(shape)
+    kernel = layernorm_staged_kernel(shape, 2, held)
     return Plan((KernelLaunch(kernel_name(kernel), r * shape.slices, shape.threads, bytes_read=ln.F32 * 3 * r * c,
                               bytes_written=ln.F32 * r * c, read_bytes_in_flight=16 * shape.chunks),))
 
 
 def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None,
-                stages: int = 2):
+                stages: int = 2, held: bool = False):
     """staged_launcher's grid (softmax/staged.py); `shape` another layout than the width's; `stages` rows of the
-    slice in shared memory."""
+    slice in shared memory; `held`: v7."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
     require_aligned(x=x, out=out)
     if shape is None and (why := staged_refusal(cols)) is not None:
@@ -133,7 +144,7 @@ def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = N
     if x.size == 0:
         return ln._no_op
     shape = shape or staged_layout(cols)
-    return staged_launcher(layernorm_staged_kernel(shape, stages), shape, rows,
+    return staged_launcher(layernorm_staged_kernel(shape, stages, held), shape, rows,
                            (x.reshape(rows * cols), gamma, beta, out.reshape(rows * cols), rows, cols,
                             shape.slice_vectors(cols), np.float32(ln.EPS)), stream, clusters, stages)
 
@@ -142,3 +153,7 @@ CLUSTER_V6 = Variant("cluster_v6", "persistent",
                      "v3 with each block's slice staged in shared memory by asynchronous copies, the next row's "
                      "copy in flight during this row's exchange; unregistered: the study times it beside `cluster`",
                      plan_staged, bind_staged, lambda size: staged_refusal(size.cols))
+CLUSTER_V7 = Variant("cluster_v7", "persistent",
+                     "v6 reading its stage once into registers (v3's steps from there); unregistered",
+                     functools.partial(plan_staged, held=True), functools.partial(bind_staged, held=True),
+                     lambda size: staged_refusal(size.cols))

@@ -1,5 +1,5 @@
 """Layernorm's study (`kernels-lab bench layernorm`): every variant and the cluster kernel's numbered versions
-(v1, v2, v4, v5: cluster.py; v6: staged.py) at four shapes against torch's F.layer_norm, eager and torch.compile'd, beside the
+(v1, v2, v4, v5: cluster.py; v6, v7: staged.py, group `staged`) at four shapes against torch's F.layer_norm, eager and torch.compile'd, beside the
 copy ceiling, and (group `long`) the rows past fused's MAX_COLS, where only `unfused` and the cluster kernels
 run; lesson 08 and figures/layernorm_{h100,h200}_shapes.png quote it. Useful bytes: one read and one write of x (8 per element, for every line and anchor: gamma and beta
 are 2 x cols floats, noise at these shapes)."""
@@ -9,13 +9,15 @@ from __future__ import annotations
 from ...profile.anchors import torch_anchor
 from ...profile.study import Group, Study, version
 from .cluster import CLUSTER_V1, CLUSTER_V2, CLUSTER_V4, CLUSTER_V5
-from .staged import CLUSTER_V6
+from .staged import CLUSTER_V6, CLUSTER_V7
 from .workload import EPS, WORKLOAD as W
 
 SHAPES = tuple(W.size(rows=r, cols=c) for r, c in ((65536, 1024), (16384, 4096), (8192, 8192), (16384, 1000)))
 # rows one block cannot hold (past fused's MAX_COLS): where `cluster` is meant to pay; 256 MiB of x each
 LONG = tuple(W.size(rows=r, cols=c) for r, c in ((2048, 32768), (1024, 65536), (512, 131072)))
-LONG_LINES = ("unfused", "cluster", "v1", "v2", "v4", "v5", "v6", "torch.layer_norm", "torch.compile")
+LONG_LINES = ("unfused", "cluster", "v1", "v2", "v4", "v5", "torch.layer_norm", "torch.compile")
+STAGED_LINES = ("cluster", "v6", "v7", "torch.layer_norm", "torch.compile")  # group `staged`: staged.py's kernels
+SHAPES_LINES = tuple(W.variants) + ("v1", "v2", "v4", "v5", "torch.layer_norm", "torch.compile")  # not v6, v7
 CHECK_ROWS = 67  # odd: a row-per-warp layout's last block is partly idle
 
 
@@ -25,14 +27,16 @@ def _layer_norm(torch, t, size):
 
 STUDY = Study(
     W,
-    groups=(Group("shapes", SHAPES), Group("long", LONG, lines=LONG_LINES)),
+    groups=(Group("shapes", SHAPES, lines=SHAPES_LINES), Group("long", LONG, lines=LONG_LINES),
+            Group("staged", LONG, lines=STAGED_LINES)),
     versions=(version("v1", CLUSTER_V1, "cluster's first kernel: two exchanges a row, stores one float at a time"),
               version("v2", CLUSTER_V2, "v1 with 16-byte stores and gamma/beta loads (softmax's cluster kernel "
                       "stores 16 bytes)"),
               version("v4", CLUSTER_V4, "cluster (v3) holding 16 floats a thread: no spill"),
               version("v5", CLUSTER_V5, "v4 with 1536 resident threads an SM asked of the compiler"),
               version("v6", CLUSTER_V6, "cluster (v3) with each slice staged in shared memory by asynchronous "
-                      "copies, the next row's in flight during this row's exchange (staged.py)")),
+                      "copies, the next row's in flight during this row's exchange (staged.py)"),
+              version("v7", CLUSTER_V7, "v6 reading its stage once into registers: one shared read an element")),
     useful_bytes=lambda size: 8 * size.elements,
     check_size=lambda size: size.replace(rows=CHECK_ROWS),
     check_sizes=(W.size(rows=5, cols=67), W.size(rows=3, cols=516)),

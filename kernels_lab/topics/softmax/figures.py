@@ -25,6 +25,7 @@ from .workload import FUSED_MAX_COLS
 
 COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "persistent": "#2ca02c",
           "online": "#9467bd", "split": "#17becf", "cluster": "#bcbd22", "cluster_staged": "#8c564b",
+          "cluster_staged_held": "#e377c2",
           "torch.softmax": "#333333",
           "torch.cross_entropy": "#333333",
           "torch.compile": "#999999"}

@@ -31,7 +31,7 @@ from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_lau
                          cluster_wait, dsmem_store, max_active_clusters)
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...intrinsics import async_commit, async_wait_group, copy16_async, load4
-from ...reduce import LOWEST, block_md, md_combine
+from ...reduce import LOWEST, block_md, exp_shifted_sum, md_combine
 from ...rows import pow2_at_least, row_jit
 from ...runtime import cuda
 from . import workload as sm  # first: it registers split.py's variants, which need it whole
@@ -128,15 +128,19 @@ def staged_launcher(kernel, shape: scl.ClusterShape, rows: int, args: tuple, str
 
 
 @functools.lru_cache(maxsize=None)
-def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2):
-    """v20 for this layout (the module's docstring); dynamic shared memory: stage_bytes(shape, stages)."""
+def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool = False):
+    """v20 for this layout (the module's docstring), or with `held` v21: the stage read once into registers, then
+    the cluster kernel's steps (one shared read and one exp an element instead of three reads and two exps).
+    Dynamic shared memory: stage_bytes(shape, stages)."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
-    slots = 2 * K
+    slots, n_held = 2 * K, (sm.CHUNK * C if held else 1)
     start, arrive = row_stager(shape, stages)
+    name = f"softmax_cluster{K}_{T}x{C}_staged" + ("_held" if held else "") + ("" if stages == 2 else f"_s{stages}")
 
-    @row_jit(f"softmax_cluster{K}_{T}x{C}_staged" + ("" if stages == 2 else f"_s{stages}"), T)
+    @row_jit(name, T)
     def softmax_staged(x, out, rows, cols, slice_vectors):
         staged = cuda.shared.array(0, np.float32)  # [stages C T vectors]: this thread's vectors of `stages` rows
+        vals = cuda.local.array(n_held, np.float32)  # v21: this row's vectors, read once from the stage
         scratch_m = cuda.shared.array(T, np.float32)
         scratch_d = cuda.shared.array(T, np.float32)
         peer_m = cuda.shared.array(slots, np.float32)  # [slot K + rank]: the pairs the cluster's blocks store here
@@ -155,13 +159,20 @@ def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2):
                 v = first + tid + k * T
                 if v < end:
                     a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
-                    m = max(m, max(max(a0, a1), max(a2, a3)))
-            d = np.float32(0)
-            for k in range(C):
-                v = first + tid + k * T
-                if v < end:  # a lane outside the row holds LOWEST: exp(LOWEST - m) is 0
-                    a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
-                    d += (math.exp(a0 - m) + math.exp(a1 - m)) + (math.exp(a2 - m) + math.exp(a3 - m))
+                else:
+                    a0, a1, a2, a3 = LOWEST, LOWEST, LOWEST, LOWEST
+                if held:  # a compile-time constant: one of the two kernels is compiled
+                    vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
+                m = max(m, max(max(a0, a1), max(a2, a3)))
+            if held:
+                d = exp_shifted_sum(vals, n_held, m)  # vals = exp(x - m)
+            else:
+                d = np.float32(0)
+                for k in range(C):
+                    v = first + tid + k * T
+                    if v < end:  # a lane outside the row holds LOWEST: exp(LOWEST - m) is 0
+                        a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
+                        d += (math.exp(a0 - m) + math.exp(a1 - m)) + (math.exp(a2 - m) + math.exp(a3 - m))
             bm, bd = block_md(m, d, scratch_m, scratch_d)
             if tid < K:  # thread p hands the block's pair to block p of the cluster
                 dsmem_store(peer_m, slot * K + j, tid, bm)
@@ -172,12 +183,17 @@ def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2):
             for p in range(1, K):
                 rm, rd = md_combine(rm, rd, peer_m[slot * K + p], peer_d[slot * K + p])
             inv = np.float32(1) / rd
+            scale = math.exp(m - rm) * inv  # v21: this thread's exp(x - m) rescaled to the row's max and sum
             for k in range(C):
                 v = first + tid + k * T
-                if v < end:  # lanes outside the row as LOWEST too: a neighbour's element could overflow exp
-                    a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
-                    sp.store_vector(out, v, row_lo, row_hi, math.exp(a0 - rm) * inv, math.exp(a1 - rm) * inv,
-                                    math.exp(a2 - rm) * inv, math.exp(a3 - rm) * inv)
+                if v < end:
+                    if held:
+                        sp.store_vector(out, v, row_lo, row_hi, vals[4 * k] * scale, vals[4 * k + 1] * scale,
+                                        vals[4 * k + 2] * scale, vals[4 * k + 3] * scale)
+                    else:  # lanes outside the row as LOWEST too: a neighbour's element could overflow exp
+                        a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
+                        sp.store_vector(out, v, row_lo, row_hi, math.exp(a0 - rm) * inv, math.exp(a1 - rm) * inv,
+                                        math.exp(a2 - rm) * inv, math.exp(a3 - rm) * inv)
             row += clusters
             slot = 1 - slot
             it += 1
@@ -194,27 +210,27 @@ def staged_refusal(cols: int) -> str | None:
     return None
 
 
-def plan_staged(size: Size) -> Plan:
+def plan_staged(size: Size, held: bool = False) -> Plan:
     """The cluster kernel's traffic: x once, out once."""
     shape = staged_layout(size.cols)
     if shape is None:
         raise ValueError(staged_refusal(size.cols))
-    return Plan((KernelLaunch(kernel_name(softmax_staged_kernel(shape)), size.rows * shape.slices, shape.threads,
+    return Plan((KernelLaunch(kernel_name(softmax_staged_kernel(shape, 2, held)), size.rows * shape.slices, shape.threads,
                               bytes_read=sm.F32 * size.elements, bytes_written=sm.F32 * size.elements,
                               read_bytes_in_flight=16 * shape.chunks),))
 
 
 def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None,
-                stages: int = 2):
+                stages: int = 2, held: bool = False):
     """staged_launcher's grid; `shape` another layout than the width's; `stages` rows of the slice in shared
-    memory (2: the next row in flight while this one is worked on)."""
+    memory (2: the next row in flight while this one is worked on); `held`: v21 (softmax_staged_kernel)."""
     x, out, rows, cols = sm._check(inputs, outputs, vectors=True)
     if shape is None and (why := staged_refusal(cols)) is not None:
         raise ArgumentError(why)
     if x.size == 0:
         return sm._no_op
     shape = shape or staged_layout(cols)
-    return staged_launcher(softmax_staged_kernel(shape, stages), shape, rows,
+    return staged_launcher(softmax_staged_kernel(shape, stages, held), shape, rows,
                            (sm._flat(x, rows, cols), sm._flat(out, rows, cols), rows, cols, shape.slice_vectors(cols)),
                            stream, clusters, stages)
 
@@ -223,3 +239,7 @@ STAGED = Variant("cluster_staged", "persistent",
                  "the cluster kernel with each slice staged in shared memory by asynchronous copies, the next row's "
                  "copy in flight during this row's exchange; unregistered: the study times it beside `cluster`",
                  plan_staged, bind_staged, lambda size: staged_refusal(size.cols))
+STAGED_HELD = Variant("cluster_staged_held", "persistent",
+                      "the staged kernel reading its stage once into registers (the cluster kernel's steps from there)",
+                      functools.partial(plan_staged, held=True), functools.partial(bind_staged, held=True),
+                      lambda size: staged_refusal(size.cols))

@@ -4,7 +4,8 @@ the demo's committed table and figures/softmax_h100_*.png quote it.
 
 The versions, llm.c dev/cuda style: each registered variant (v1 fused_shared, v2 fused, v8 persistent, v9
 online, v13 unfused, v14 split: NUMBERS) and other layouts of their kernels (v3.., VERSIONS), each saying what
-it changes; v20 is the cluster kernel staged through shared memory (staged.py). A version whose layout is an earlier line's at a width is checked there, not timed twice. Every
+it changes; v20 and v21 are the cluster kernel staged through shared memory (staged.py), also timed alone
+at the long rows by the group `staged`. A version whose layout is an earlier line's at a width is checked there, not timed twice. Every
 useful GB/s counts one read and one write of x (8 bytes per element) for everyone, torch included; split and
 cluster are also checked on x * 64 (rows near +-6400: their blocks combine partial maxima of a row).
 """
@@ -22,7 +23,7 @@ from ...profile.study import Group, Line, Study, version
 from ...rows import pow2_at_least
 from . import workload as sm  # first: the workload imports split at its end (split needs it whole)
 from . import split as sp
-from .staged import STAGED
+from .staged import STAGED, STAGED_HELD
 
 W = sm.WORKLOAD
 SHAPES = tuple(W.size(rows=r, cols=c) for r, c in
@@ -30,6 +31,8 @@ SHAPES = tuple(W.size(rows=r, cols=c) for r, c in
 SWEEP_BYTES = 1 << 28               # bytes of x at every sweep point
 SWEEP = tuple(W.size(rows=SWEEP_BYTES // (4 * (1 << k)), cols=1 << k) for k in range(8, 18))
 SWEEP_LINES = ("fused", "online", "split", "v16", "v18", "torch.softmax")
+STAGED_SHAPES = SHAPES[2], SHAPES[4], SHAPES[5]  # the long rows, where the cluster kernels run
+STAGED_LINES = ("split", "cluster", "v20", "v21", "torch.softmax", "torch.compile")
 CHECK_ROWS = 67                     # odd: the last block of a row-per-warp layout is partly idle
 BIG = 64                            # the second check: x scaled by this, rows near +-6400, one element ~1
 NUMBERS = {"fused_shared": "v1", "fused": "v2", "persistent": "v8", "online": "v9", "unfused": "v13", "split": "v14"}
@@ -138,8 +141,9 @@ VERSIONS: tuple[Line, ...] = tuple(
             describe=_describe_version(family, layout), repeats=_repeats(k))
     for k, (key, family, what, layout) in enumerate(LAYOUTS)) + (
     version("v20", STAGED, "cluster with each slice staged in shared memory by asynchronous copies, the next row's "
-            "in flight during this row's exchange (staged.py; rows of 4096 floats and more)",
-            fits=lambda size: size.cols >= 4096),)
+            "in flight during this row's exchange (staged.py)", fits=lambda size: size.cols >= 4096),
+    version("v21", STAGED_HELD, "v20 reading its stage once into registers: one shared read and one exp an element",
+            fits=lambda size: size.cols >= 4096))
 
 
 def describe(line: Line, size: Size) -> dict[str, Any]:
@@ -151,13 +155,19 @@ def describe(line: Line, size: Size) -> dict[str, Any]:
     return {"family": line.name, "number": NUMBERS.get(line.name), "layout": _layout_fields(shape, grid)}
 
 
+# every line but the staged kernels, which the group `staged` times at the long rows
+SHAPES_LINES = tuple(W.variants) + tuple(line.name for line in VERSIONS if line.name not in STAGED_LINES) + (
+    "torch.softmax", "torch.compile")
+
+
 def _softmax(torch, t, size):
     return torch.softmax(t["x"], dim=-1)
 
 
 STUDY = Study(
     W,
-    groups=(Group("shapes", SHAPES), Group("sweep", SWEEP, lines=SWEEP_LINES, reps=10)),
+    groups=(Group("shapes", SHAPES, lines=SHAPES_LINES), Group("sweep", SWEEP, lines=SWEEP_LINES, reps=10),
+            Group("staged", STAGED_SHAPES, lines=STAGED_LINES)),
     useful_bytes=lambda size: 8 * size.elements,
     check_size=lambda size: size.replace(rows=CHECK_ROWS),
     # one row: a row-per-warp block partly idle; 4096 columns for the splits of 4096-float slices
