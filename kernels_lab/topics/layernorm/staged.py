@@ -21,7 +21,7 @@ from ...intrinsics import load4
 from ...runtime import cuda
 from ..softmax import cluster as scl
 from ..softmax import split as sp
-from ..softmax.staged import row_stager, staged4, staged_launcher, staged_layout
+from ..softmax.staged import resident_blocks, row_stager, staged4, staged_launcher, staged_layout
 from ..softmax.workload import require_aligned
 from . import cluster as lcl
 from . import workload as ln
@@ -39,7 +39,7 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool
     start, arrive = row_stager(shape, stages)
     name = f"layernorm_cluster{K}_{T}x{C}_" + ("v7" if held else "v6") + ("" if stages == 2 else f"_s{stages}")
 
-    @ln.row_jit(name, T)
+    @ln.row_jit(name, T, resident_blocks(shape, stages))
     def layernorm_cluster_v6(x, gamma, beta, out, rows, cols, slice_vectors, eps):
         staged = cuda.shared.array(0, np.float32)  # [stages C T vectors]: this thread's vectors of `stages` rows
         vals = cuda.local.array(n_held, np.float32)  # v7: this row's vectors, read once from the stage

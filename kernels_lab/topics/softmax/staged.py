@@ -52,6 +52,15 @@ def stage_bytes(shape: scl.ClusterShape, stages: int = 2) -> int:
     return stages * 16 * shape.threads * shape.chunks
 
 
+SM_SHARED = 228 * 1024  # shared memory an SM of compute capability 9.0 holds (1 KB of it reserved per block)
+
+
+def resident_blocks(shape: scl.ClusterShape, stages: int) -> int:
+    """The blocks an SM holds by their shared memory (the stages, a few KB of static arrays, the reserved KB): the
+    launch bound the staged kernels ask of the compiler, so that registers do not cut it further."""
+    return max(1, SM_SHARED // (stage_bytes(shape, stages) + 4 * 1024))
+
+
 @cuda.jit(device=True, inline=True)
 def staged4(staged, q, v, row_lo, row_hi, fill):
     """The staged vector q (elements 4v .. 4v + 3 of x), those outside [row_lo, row_hi) as `fill`."""
@@ -137,7 +146,7 @@ def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool =
     start, arrive = row_stager(shape, stages)
     name = f"softmax_cluster{K}_{T}x{C}_staged" + ("_held" if held else "") + ("" if stages == 2 else f"_s{stages}")
 
-    @row_jit(name, T)
+    @row_jit(name, T, resident_blocks(shape, stages))
     def softmax_staged(x, out, rows, cols, slice_vectors):
         staged = cuda.shared.array(0, np.float32)  # [stages C T vectors]: this thread's vectors of `stages` rows
         vals = cuda.local.array(n_held, np.float32)  # v21: this row's vectors, read once from the stage
