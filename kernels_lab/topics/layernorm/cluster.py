@@ -201,6 +201,22 @@ def block_welford(n, mean, m2, scratch_n, scratch_m, scratch_q):
     return n, mean, m2
 
 
+@cuda.jit(device=True, inline=True)
+def swap_triples(bn, bm, bq, peer_n, peer_m, peer_q, slot, k, j, tid):
+    """The row's (count, mean, M2) from the k blocks' triples: thread p < k stores this block's triple into block
+    p's peer arrays at [slot k + j] (DSMEM), the cluster barrier, every thread merges the k triples (Chan)."""
+    if tid < k:
+        dsmem_store(peer_n, slot * k + j, tid, bn)
+        dsmem_store(peer_m, slot * k + j, tid, bm)
+        dsmem_store(peer_q, slot * k + j, tid, bq)
+    cluster_arrive()  # release: the stores above are visible to whoever passes the wait
+    cluster_wait()
+    rn, rm, rq = peer_n[slot * k], peer_m[slot * k], peer_q[slot * k]
+    for p in range(1, k):
+        rn, rm, rq = welford_combine(rn, rm, rq, peer_n[slot * k + p], peer_m[slot * k + p], peer_q[slot * k + p])
+    return rn, rm, rq
+
+
 @functools.lru_cache(maxsize=None)
 def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THREADS):
     """v3: one exchange a row, of (count, mean, M2) merged by Chan's rule; 16-byte loads and stores.
@@ -248,16 +264,7 @@ def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THRE
                     d3 = _deviation(vals[4 * k + 3], mean, e + 3, row_lo, row_hi)
                     q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
             bn, bm, bq = block_welford(count, mean, q, scratch_n, scratch_m, scratch_q)
-            if tid < K:  # thread p hands the block's triple to block p of the cluster
-                dsmem_store(peer_n, slot * K + j, tid, bn)
-                dsmem_store(peer_m, slot * K + j, tid, bm)
-                dsmem_store(peer_q, slot * K + j, tid, bq)
-            cluster_arrive()  # release: the stores above are visible to whoever passes the wait
-            cluster_wait()
-            rn, rm, rq = peer_n[slot * K], peer_m[slot * K], peer_q[slot * K]
-            for p in range(1, K):
-                rn, rm, rq = welford_combine(rn, rm, rq, peer_n[slot * K + p], peer_m[slot * K + p],
-                                             peer_q[slot * K + p])
+            rn, rm, rq = swap_triples(bn, bm, bq, peer_n, peer_m, peer_q, slot, K, j, tid)
             r = _ONE / math.sqrt(rq / rn + eps)
             for k in range(C):
                 v = first + tid + k * T

@@ -15,17 +15,16 @@ import math
 import numpy as np
 
 from ...arrays import ArgumentError
-from ...clusters import cluster_arrive, cluster_index, cluster_rank, cluster_sync, cluster_wait, dsmem_store
+from ...clusters import cluster_index, cluster_rank, cluster_sync
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
-from ...intrinsics import load4
 from ...runtime import cuda
 from ..softmax import cluster as scl
 from ..softmax import split as sp
 from ..softmax.staged import resident_blocks, row_stager, staged4, staged_launcher, staged_layout
+from ..softmax.staged import staged_refusal as softmax_staged_refusal
 from ..softmax.workload import require_aligned
 from . import cluster as lcl
 from . import workload as ln
-from .welford import welford_combine
 
 _ZERO, _ONE = np.float32(0), np.float32(1)
 
@@ -38,6 +37,13 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool
     slots, warps, n_held = 2 * K, T // 32, (4 * C if held else 1)
     start, arrive = row_stager(shape, stages)
     name = f"layernorm_cluster{K}_{T}x{C}_" + ("v7" if held else "v6") + ("" if stages == 2 else f"_s{stages}")
+
+    @cuda.jit(device=True, inline=True)
+    def vector(vals, staged, base, k, v, row_lo, row_hi):
+        """This thread's k-th vector of the row (lanes outside it 0): from registers in v7, the stage in v6."""
+        if held:
+            return vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3]
+        return staged4(staged, base + k * T + cuda.threadIdx.x, v, row_lo, row_hi, _ZERO)
 
     @ln.row_jit(name, T, resident_blocks(shape, stages))
     def layernorm_cluster_v6(x, gamma, beta, out, rows, cols, slice_vectors, eps):
@@ -73,10 +79,7 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool
             for k in range(C):
                 v = first + tid + k * T
                 if v < end:
-                    if held:
-                        a0, a1, a2, a3 = vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3]
-                    else:
-                        a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, _ZERO)
+                    a0, a1, a2, a3 = vector(vals, staged, base, k, v, row_lo, row_hi)
                     e = 4 * v
                     d0 = lcl._deviation(a0, mean, e, row_lo, row_hi)
                     d1 = lcl._deviation(a1, mean, e + 1, row_lo, row_hi)
@@ -84,24 +87,12 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool
                     d3 = lcl._deviation(a3, mean, e + 3, row_lo, row_hi)
                     q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
             bn, bm, bq = lcl.block_welford(count, mean, q, scratch_n, scratch_m, scratch_q)
-            if tid < K:  # thread p hands the block's triple to block p of the cluster
-                dsmem_store(peer_n, slot * K + j, tid, bn)
-                dsmem_store(peer_m, slot * K + j, tid, bm)
-                dsmem_store(peer_q, slot * K + j, tid, bq)
-            cluster_arrive()  # release: the stores above are visible to whoever passes the wait
-            cluster_wait()
-            rn, rm, rq = peer_n[slot * K], peer_m[slot * K], peer_q[slot * K]
-            for p in range(1, K):
-                rn, rm, rq = welford_combine(rn, rm, rq, peer_n[slot * K + p], peer_m[slot * K + p],
-                                             peer_q[slot * K + p])
+            rn, rm, rq = lcl.swap_triples(bn, bm, bq, peer_n, peer_m, peer_q, slot, K, j, tid)
             r = _ONE / math.sqrt(rq / rn + eps)
             for k in range(C):
                 v = first + tid + k * T
                 if v < end:
-                    if held:
-                        a0, a1, a2, a3 = vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3]
-                    else:
-                        a0, a1, a2, a3 = load4(staged, base + k * T + tid)
+                    a0, a1, a2, a3 = vector(vals, staged, base, k, v, row_lo, row_hi)
                     g0, g1, g2, g3 = lcl._weights4(gamma, v, row_lo, row_hi)
                     b0, b1, b2, b3 = lcl._weights4(beta, v, row_lo, row_hi)
                     sp.store_vector(out, v, row_lo, row_hi, (a0 - rm) * r * g0 + b0, (a1 - rm) * r * g1 + b1,
@@ -114,12 +105,8 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool
 
 
 def staged_refusal(cols: int) -> str | None:
-    """None when v6 runs rows of `cols` floats here; else why not."""
-    if (why := lcl.cluster_refusal(cols)) is not None:
-        return why
-    if staged_layout(cols) is None:
-        return f"a row of {cols} floats does not fit v6's layout ({lcl.MAX_CLUSTER} blocks); use `cluster`"
-    return None
+    """None when v6 and v7 run rows of `cols` floats here; else why not."""
+    return softmax_staged_refusal(cols, lcl.cluster_refusal)
 
 
 def plan_staged(size: Size, held: bool = False) -> Plan:

@@ -1,8 +1,9 @@
 """Layernorm's study (`kernels-lab bench layernorm`): every variant and the cluster kernel's numbered versions
-(v1, v2, v4, v5: cluster.py; v6, v7: staged.py, group `staged`) at four shapes against torch's F.layer_norm, eager and torch.compile'd, beside the
-copy ceiling, and (group `long`) the rows past fused's MAX_COLS, where only `unfused` and the cluster kernels
-run; lesson 08 and figures/layernorm_{h100,h200}_shapes.png quote it. Useful bytes: one read and one write of x (8 per element, for every line and anchor: gamma and beta
-are 2 x cols floats, noise at these shapes)."""
+(v1, v2, v4, v5: cluster.py) at four shapes against torch's F.layer_norm, eager and torch.compile'd, beside the
+copy ceiling; (group `long`) the rows past fused's MAX_COLS, where only `unfused` and the cluster kernels run;
+(group `staged`) the same rows for staged.py's v6 and v7 beside `cluster`. Lesson 08 and
+figures/layernorm_{h100,h200}_shapes.png quote it. Useful bytes: one read and one write of x (8 per element, for
+every line and anchor: gamma and beta are 2 x cols floats, noise at these shapes)."""
 
 from __future__ import annotations
 

@@ -116,6 +116,21 @@ def cluster_variant_refusal(cols: int) -> str | None:
     return None
 
 
+@cuda.jit(device=True, inline=True)
+def swap_pairs(bm, bd, peer_m, peer_d, slot, k, j, tid):
+    """The row's (max, sum) from the k blocks' pairs: thread p < k stores this block's pair into block p's
+    peer_m/peer_d[slot k + j] (DSMEM), the cluster barrier, every thread combines the k pairs."""
+    if tid < k:
+        dsmem_store(peer_m, slot * k + j, tid, bm)
+        dsmem_store(peer_d, slot * k + j, tid, bd)
+    cluster_arrive()  # release: the stores above are visible to whoever passes the wait
+    cluster_wait()
+    rm, rd = peer_m[slot * k], peer_d[slot * k]
+    for p in range(1, k):
+        rm, rd = md_combine(rm, rd, peer_m[slot * k + p], peer_d[slot * k + p])
+    return rm, rd
+
+
 @functools.lru_cache(maxsize=None)
 def cluster_kernel(shape: ClusterShape):
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
@@ -144,14 +159,7 @@ def cluster_kernel(shape: ClusterShape):
                 vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
                 m = max(m, max(max(a0, a1), max(a2, a3)))
             bm, bd = block_md(m, exp_shifted_sum(vals, held, m), scratch_m, scratch_d)
-            if tid < K:  # thread p hands the block's pair to block p of the cluster
-                dsmem_store(peer_m, slot * K + j, tid, bm)
-                dsmem_store(peer_d, slot * K + j, tid, bd)
-            cluster_arrive()  # release: the stores above are visible to whoever passes the wait
-            cluster_wait()
-            rm, rd = peer_m[slot * K], peer_d[slot * K]
-            for p in range(1, K):
-                rm, rd = md_combine(rm, rd, peer_m[slot * K + p], peer_d[slot * K + p])
+            rm, rd = swap_pairs(bm, bd, peer_m, peer_d, slot, K, j, tid)
             scale = math.exp(m - rm) / rd  # this thread's e = exp(x - m) rescaled to the row's max and sum
             for k in range(C):
                 v = first + tid + k * T

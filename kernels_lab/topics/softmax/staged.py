@@ -27,11 +27,11 @@ import math
 import numpy as np
 
 from ...arrays import ArgumentError
-from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_launcher, cluster_rank, cluster_sync,
-                         cluster_wait, dsmem_store, max_active_clusters)
+from ...clusters import (MAX_CLUSTER, cluster_index, cluster_launcher, cluster_rank, cluster_sync,
+                         max_active_clusters)
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...intrinsics import async_commit, async_wait_group, copy16_async, load4
-from ...reduce import LOWEST, block_md, exp_shifted_sum, md_combine
+from ...reduce import LOWEST, block_md, exp_shifted_sum
 from ...rows import pow2_at_least, row_jit
 from ...runtime import cuda
 from . import workload as sm  # first: it registers split.py's variants, which need it whole
@@ -130,8 +130,8 @@ def staged_launcher(kernel, shape: scl.ClusterShape, rows: int, args: tuple, str
     if clusters is None:
         resident = max_active_clusters(launcher(1))
         if resident == 0:
-            raise ArgumentError(f"the staged layout {shape} ({stage_bytes(shape, stages)} bytes of shared memory a block) "
-                                f"cannot run on this GPU")
+            raise ArgumentError(f"the staged layout {shape} ({stage_bytes(shape, stages)} bytes of shared memory a "
+                                f"block) cannot run on this GPU")
         clusters = resident or rows
     return launcher(min(rows, clusters))
 
@@ -182,15 +182,7 @@ def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool =
                     if v < end:  # a lane outside the row holds LOWEST: exp(LOWEST - m) is 0
                         a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
                         d += (math.exp(a0 - m) + math.exp(a1 - m)) + (math.exp(a2 - m) + math.exp(a3 - m))
-            bm, bd = block_md(m, d, scratch_m, scratch_d)
-            if tid < K:  # thread p hands the block's pair to block p of the cluster
-                dsmem_store(peer_m, slot * K + j, tid, bm)
-                dsmem_store(peer_d, slot * K + j, tid, bd)
-            cluster_arrive()  # release: the stores above are visible to whoever passes the wait
-            cluster_wait()
-            rm, rd = peer_m[slot * K], peer_d[slot * K]
-            for p in range(1, K):
-                rm, rd = md_combine(rm, rd, peer_m[slot * K + p], peer_d[slot * K + p])
+            rm, rd = scl.swap_pairs(*block_md(m, d, scratch_m, scratch_d), peer_m, peer_d, slot, K, j, tid)
             inv = np.float32(1) / rd
             scale = math.exp(m - rm) * inv  # v21: this thread's exp(x - m) rescaled to the row's max and sum
             for k in range(C):
@@ -210,9 +202,10 @@ def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool =
     return softmax_staged
 
 
-def staged_refusal(cols: int) -> str | None:
-    """None when the staged kernels run rows of `cols` floats here; else why not."""
-    if (why := scl.cluster_variant_refusal(cols)) is not None:
+def staged_refusal(cols: int, cluster_refusal=scl.cluster_variant_refusal) -> str | None:
+    """None when a staged kernel runs rows of `cols` floats here; else why not (first, why its topic's cluster
+    kernel does not: `cluster_refusal`)."""
+    if (why := cluster_refusal(cols)) is not None:
         return why
     if staged_layout(cols) is None:
         return f"a row of {cols} floats does not fit the staged layout ({MAX_CLUSTER} blocks); use `cluster`"
@@ -224,7 +217,8 @@ def plan_staged(size: Size, held: bool = False) -> Plan:
     shape = staged_layout(size.cols)
     if shape is None:
         raise ValueError(staged_refusal(size.cols))
-    return Plan((KernelLaunch(kernel_name(softmax_staged_kernel(shape, 2, held)), size.rows * shape.slices, shape.threads,
+    kernel = softmax_staged_kernel(shape, 2, held)
+    return Plan((KernelLaunch(kernel_name(kernel), size.rows * shape.slices, shape.threads,
                               bytes_read=sm.F32 * size.elements, bytes_written=sm.F32 * size.elements,
                               read_bytes_in_flight=16 * shape.chunks),))
 
