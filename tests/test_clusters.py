@@ -145,6 +145,7 @@ from kernels_lab.topics.softmax import cluster as cl, cluster_probe as cp
 f32 = types.float32[::1]
 from kernels_lab.topics.softmax import cross_entropy_cluster as cec
 from kernels_lab.topics.layernorm import cluster as lcl, staged as st
+from kernels_lab.topics.softmax import staged as sst
 kernels = [(cp.ranks_kernel, (f32,)), (cp.dynamic_kernel, (f32, types.int64)),
            (cl.cluster_kernel(cl.ClusterShape(4, 128, 4)), (f32, f32, types.int64, types.int64, types.int64)),
            (cec.ce_cluster_kernel(cec.ce_cluster_shape(50257)),
@@ -154,7 +155,12 @@ kernels = [(cp.ranks_kernel, (f32,)), (cp.dynamic_kernel, (f32, types.int64)),
            (lcl.layernorm_chan_kernel(cl.ClusterShape(4, 128, 4)),
             (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32)),
            (st.layernorm_staged_kernel(cl.ClusterShape(4, 128, 4)),
-            (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32))]
+            (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32)),
+           (st.layernorm_staged_kernel(cl.ClusterShape(4, 128, 4), 3, True),
+            (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32)),
+           (sst.softmax_staged_kernel(cl.ClusterShape(4, 128, 4)), (f32, f32, types.int64, types.int64, types.int64)),
+           (sst.softmax_staged_kernel(cl.ClusterShape(4, 128, 4), 2, True),
+            (f32, f32, types.int64, types.int64, types.int64))]
 for i, (k, sig) in enumerate(kernels):
     ptx = compile_ptx(k.py_func, sig, cc=(9, 0))
     open(sys.argv[1] + f"/k{i}.ptx", "w").write(ptx)
@@ -170,15 +176,16 @@ def test_the_intrinsics_compile_for_sm90_and_assemble(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(KERNELS_LAB_BACKEND="ptx", PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, "-c", PTX_CHILD, str(tmp_path)], check=True, env=env, timeout=300)
-    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(7)]
+    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(10)]
     for needed in ("%cluster_ctarank", "%cluster_nctarank", "%clusterid.x", "mapa.shared::cluster.u32",
                    "ld.shared::cluster.f32", "st.shared::cluster.f32", "barrier.cluster.arrive.release",
                    "barrier.cluster.wait.acquire"):
         assert needed in texts[0], needed
     for text in texts[2:]:  # the softmax, cross-entropy and layernorm (v1, v3) kernels
         assert "st.shared::cluster.f32" in text and "barrier.cluster.wait.acquire" in text
-    for needed in ("cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group 1", "ld.shared.v4.f32"):
-        assert needed in texts[6], needed  # v6: the slices staged by asynchronous copies, read as 16-byte vectors
+    for text, wait in zip(texts[6:], ("wait_group 1", "wait_group 2", "wait_group 1", "wait_group 1")):
+        for needed in ("cp.async.cg.shared.global", "cp.async.commit_group", f"cp.async.{wait};", "ld.shared.v4.f32"):
+            assert needed in text, needed  # v6, v7 (3 stages), v20, v21: slices staged by asynchronous copies
     if shutil.which("ptxas") is None:
         return
     for i, text in enumerate(texts):

@@ -732,8 +732,11 @@ for study, group in (("softmax", "sweep"), ("cross_entropy", "vocab")):
 # consistent with part of it: at the same latency, a faster memory needs more bytes in flight per SM to
 # stay busy, and the same sm_90 code holds the same registers a thread on both GPUs (the Nsight rows above
 # are the H100's; the H200's occupancy was not measured). If the shares fell by the whole ratio of the
-# ceilings, the GB/s would be the same on both GPUs: they are not, so this is not the whole story. What
-# closes the gap on the H200 is not measured here.
+# ceilings, the GB/s would be the same on both GPUs: they are not, so this is not the whole story. One
+# candidate was built and measured on an H100: the cluster kernel with each slice staged in shared memory by
+# asynchronous copies, the next row's in flight during this row's exchange (the study's staged versions,
+# `kernels_lab/topics/softmax/staged.py`). It was slower; lesson 08 shows it beside layernorm's versions of the
+# same kernel, with their profile. What closes the gap on the H200 is still open.
 
 # %% [markdown]
 # The fixed cost, measured directly on an H100 (`python -m kernels_lab.profile.ceiling_sizes OUT.json`,

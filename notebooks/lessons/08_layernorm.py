@@ -255,9 +255,66 @@ profile_table("h200")
 # its loss (it also has twice the blocks a row meeting at each barrier). Lesson 04's H200 section weighs the
 # same explanation (Little's law: bytes in flight) for the softmax kernels on this GPU. Here the cluster kernel
 # is still ahead of `unfused` and eager torch on the long rows, but further from the copy ceiling than on the
-# H100, and `torch.compile` beats it at every long width. Ways to put more bytes in flight in fewer registers
-# (a bulk asynchronous copy of the slice into shared memory, as QuACK does on Hopper) are beyond what this
-# lesson's Numba kernels do.
+# H100, and `torch.compile` beats it at every long width.
+#
+# ## Staging the slice in shared memory: tried, and slower
+# One more idea for the pause at every row's exchange: in v3 every load of a row is in flight at once, then
+# the block reads nothing while it reduces, waits at the cluster barrier and writes, and only the other
+# resident blocks' loads keep DRAM busy. A persistent version can keep reading through the pause. A grid of
+# as many clusters as the GPU holds strides over the rows; before it reduces row r, each thread starts copying
+# its vectors of its cluster's next row into the other half of a two-row buffer in shared memory with
+# `cp.async`, an asynchronous copy that holds no register while in flight (`copy16_async` in
+# `kernels_lab/intrinsics.py`; the pipeline, `row_stager`, in `kernels_lab/topics/softmax/staged.py`). A
+# thread waits for its own copies only (`cp.async.wait_group`), and reads only what it copied, so no block
+# barrier guards the buffer. On the simulator a copy lands when its group is waited for, so a kernel that
+# reads a stage before waiting for it computes a wrong answer there too (`tests/test_clusters.py`).
+#
+# `v6` (`kernels_lab/topics/layernorm/staged.py`) is v3 with its slice staged this way; it reads its stage three
+# times (for the sum, the squared deviations and the output). Softmax's cluster kernel staged the same way is
+# v20 of lesson 04's study. Before the study's group `staged` was settled, an exploration on an H100 asked
+# three questions at once (`python3 benchmarks/staged_probe.py OUT layernorm`, and `softmax`; the study's
+# harness: every line checked against float64 before and after timing): is the staged kernel faster than the
+# register kernel, is two rows of pipeline too shallow (`s3`: three stages, two rows in flight), and are the
+# blocks too large (`c4`: 4 vectors a thread in 16 KB stages, more and smaller blocks; `c4s4`: four of those
+# stages)? `percluster` is the control: a cluster per row, no row ahead at all.
+
+# %%
+for study, first in (("layernorm", "v6"), ("softmax", "v20")):
+    probe = lessons.committed(f"staged_probe_{study}_h100.json")
+    by_shape = {}
+    for r in probe["records"]:
+        by_shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+    print(f"{study}: {probe['meta']['device'].split(' (')[0]}, {probe['meta']['date'][:10]}")
+    list(long_rows(by_shape, ("cluster", first, "s3", "c4", "c4s4", "percluster", "torch.compile")))
+    print()
+
+# %% [markdown]
+# Every staged line is slower than the register kernel it comes from, at every long row, for both topics, and
+# every deeper pipeline is slower still: each stage is 32 KB (or 16 KB) of shared memory a block, so more
+# stages mean fewer resident blocks (smaller blocks, `c4`, help softmax at 32768 columns only). Without the row
+# ahead (`percluster`) the staged kernel loses 2 to 8 points: some of the pause at the exchange is covered,
+# but far less than the staged kernels lost to v3 and the cluster kernel in the first place. Nsight Compute on the same H100, same call (a kernel's name
+# says its layout; the staged ones end in `_v6` and `_staged`):
+
+# %%
+print(f"{'kernel':<36}{'us':>6}{'DRAM %':>8}{'regs':>6}{'occupancy':>10}{'cycles/issue':>13}")
+for study, shape in (("layernorm", "2048x32768"), ("softmax", "4096x32768")):
+    for kernel, m in lessons.committed_ncu(f"ncu_{study}_staged_probe_{shape}_h100.csv").items():
+        print(f"{kernel:<36}{m['Duration'] / 1e3:6.0f}{m['DRAM Throughput']:8.0f}{m['Registers Per Thread']:6.0f}"
+              f"{m['Achieved Occupancy']:9.0f}%{m['Warp Cycles Per Issued Instruction']:13.1f}")
+
+# %% [markdown]
+# The staged kernels' warps wait about half as many cycles between two instructions as the register kernels'
+# (the last column: *warp cycles per issued instruction*), at lower occupancy (two 32 KB stages a block: three
+# blocks of 256 threads an SM). With fewer warps and each one rarely stalled, they are closer to being bound by
+# issuing instructions than by memory: every element is read from shared memory three times with a bounds
+# check each time, and softmax's v20 computes each exponential twice. The next version follows from that:
+# `v7` (and softmax's v21) reads the stage once into registers and goes on as v3, asking the compiler for
+# the three blocks an SM the shared memory allows (ptxas: 79 registers, no spill). It is built, tested on the
+# simulator and compiled for sm_90, and the study's group `staged` times it (`kernels-lab bench layernorm
+# --group staged`), but it has not run on a GPU yet: no number for it here. What this section shows is the
+# method (predict, build the smallest version, measure, profile, let the profile name the next step), and a
+# measured negative result; the H200's gap to the copy ceiling stays open.
 #
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,
@@ -319,6 +376,9 @@ for shape, got in held.items():
 # - Rows too long for a block: split them over a thread-block cluster and merge the blocks' (n, mean, M2)
 #   with the same rule, one exchange through distributed shared memory and one cluster barrier a row; a launch
 #   bound asks the compiler for the residency (registers) the loads need.
+# - Staging the slice in shared memory with asynchronous copies (`cp.async`), the next row in flight during
+#   the exchange, was built, tested (the simulator lands a copy only at its wait) and measured: slower than
+#   the register kernel, closer to issue-bound at lower occupancy. A measured negative result is a result.
 # - A store pattern can cost more than a statistic: a warp whose threads store one float each, 16 bytes
 #   apart, writes every sector four times (ncu counts it); 16-byte stores write it once.
 # - Weights every row shares can stay in registers across rows in a persistent kernel, at a price in

@@ -17,6 +17,7 @@ import numpy as np
 from ...arrays import ArgumentError
 from ...clusters import cluster_index, cluster_rank, cluster_sync
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
+from ...intrinsics import load4
 from ...runtime import cuda
 from ..softmax import cluster as scl
 from ..softmax import split as sp
@@ -39,13 +40,14 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool
     name = f"layernorm_cluster{K}_{T}x{C}_" + ("v7" if held else "v6") + ("" if stages == 2 else f"_s{stages}")
 
     @cuda.jit(device=True, inline=True)
-    def vector(vals, staged, base, k, v, row_lo, row_hi):
-        """This thread's k-th vector of the row (lanes outside it 0): from registers in v7, the stage in v6."""
+    def vector(vals, staged, q, k, v, row_lo, row_hi):
+        """This thread's k-th vector of the row, staged vector q (lanes outside the row 0): from registers in v7,
+        the stage in v6."""
         if held:
             return vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3]
-        return staged4(staged, base + k * T + cuda.threadIdx.x, v, row_lo, row_hi, _ZERO)
+        return staged4(staged, q, v, row_lo, row_hi, _ZERO)
 
-    @ln.row_jit(name, T, resident_blocks(shape, stages))
+    @ln.row_jit(name, T, resident_blocks(shape, stages) if held else 0)
     def layernorm_cluster_v6(x, gamma, beta, out, rows, cols, slice_vectors, eps):
         staged = cuda.shared.array(0, np.float32)  # [stages C T vectors]: this thread's vectors of `stages` rows
         vals = cuda.local.array(n_held, np.float32)  # v7: this row's vectors, read once from the stage
@@ -79,7 +81,7 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool
             for k in range(C):
                 v = first + tid + k * T
                 if v < end:
-                    a0, a1, a2, a3 = vector(vals, staged, base, k, v, row_lo, row_hi)
+                    a0, a1, a2, a3 = vector(vals, staged, base + k * T + tid, k, v, row_lo, row_hi)
                     e = 4 * v
                     d0 = lcl._deviation(a0, mean, e, row_lo, row_hi)
                     d1 = lcl._deviation(a1, mean, e + 1, row_lo, row_hi)
@@ -91,8 +93,11 @@ def layernorm_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool
             r = _ONE / math.sqrt(rq / rn + eps)
             for k in range(C):
                 v = first + tid + k * T
-                if v < end:
-                    a0, a1, a2, a3 = vector(vals, staged, base, k, v, row_lo, row_hi)
+                if v < end:  # lanes outside the row are not stored: v6 reads them unmasked
+                    if held:
+                        a0, a1, a2, a3 = vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3]
+                    else:
+                        a0, a1, a2, a3 = load4(staged, base + k * T + tid)
                     g0, g1, g2, g3 = lcl._weights4(gamma, v, row_lo, row_hi)
                     b0, b1, b2, b3 = lcl._weights4(beta, v, row_lo, row_hi)
                     sp.store_vector(out, v, row_lo, row_hi, (a0 - rm) * r * g0 + b0, (a1 - rm) * r * g1 + b1,

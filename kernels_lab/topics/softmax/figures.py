@@ -29,6 +29,12 @@ COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "
           "torch.softmax": "#333333",
           "torch.cross_entropy": "#333333",
           "torch.compile": "#999999"}
+def colour(variant: str) -> str:
+    """A variant's colour; a variant named after another (an exploration's `cluster_staged_s3`) takes its
+    family's, the longest name in COLORS it starts with."""
+    return COLORS.get(variant) or COLORS[max((n for n in COLORS if variant.startswith(n)), key=len)]
+
+
 REGISTERED = ("unfused", "fused_shared", "fused", "persistent", "online", "split", "cluster")
 
 
@@ -54,7 +60,7 @@ def _shapes(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 
 def _legend_for(ax, names, ceiling: float | None, extra=()) -> None:
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[n]) for n in names]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colour(n)) for n in names]
     labels = list(names)
     if ceiling:
         handles.append(plt.Line2D([], [], color="black", ls="--", lw=1))
@@ -72,7 +78,7 @@ def versions(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) ->
     ceiling = meta.get("ceiling_GBs")
     for ax, (rows, cols) in zip(axes[:, 0], shapes):
         here = [r for r in recs if (r["size"]["rows"], r["size"]["cols"]) == (rows, cols)]
-        bars = ax.bar(range(len(here)), [r["GBs"] for r in here], color=[COLORS[r["variant"]] for r in here],
+        bars = ax.bar(range(len(here)), [r["GBs"] for r in here], color=[colour(r["variant"]) for r in here],
                       hatch=None)
         for bar, r in zip(bars, here):
             if not r.get("correct", True):
@@ -105,12 +111,12 @@ def vs_torch(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) ->
             r = next((r for r in recs if r["variant"] == name and (r["size"]["rows"], r["size"]["cols"]) == shape),
                      None)
             if r is not None:
-                ax.bar(s + (k - (len(names) - 1) / 2) * width, r["vs_torch"], width, color=COLORS[name])
-    ax.axhline(1.0, color=COLORS["torch.softmax"], lw=1)
+                ax.bar(s + (k - (len(names) - 1) / 2) * width, r["vs_torch"], width, color=colour(name))
+    ax.axhline(1.0, color=colour("torch.softmax"), lw=1)
     ax.set_xticks(range(len(shapes)), [f"{rows} x {cols}" for rows, cols in shapes])
     ax.set_ylabel("torch.softmax time / variant time")
     style(ax, "registered variants against torch.softmax (above 1: faster)")
-    _legend_for(ax, names, None, [(plt.Line2D([], [], color=COLORS["torch.softmax"], lw=1), "torch.softmax = 1")])
+    _legend_for(ax, names, None, [(plt.Line2D([], [], color=colour("torch.softmax"), lw=1), "torch.softmax = 1")])
     source_note(fig, meta)
     return save(fig, path)
 
@@ -122,15 +128,15 @@ def by_cols(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> 
     for name in names:  # the registered layouts (and torch) as solid lines
         mine = sorted((r for r in recs if r["variant"] == name and r.get("correct", True)
                        and (r.get("registered") or name not in REGISTERED)), key=lambda r: r["size"]["cols"])
-        ax.plot([r["size"]["cols"] for r in mine], [r["GBs"] for r in mine], "o-", ms=4, color=COLORS[name])
+        ax.plot([r["size"]["cols"] for r in mine], [r["GBs"] for r in mine], "o-", ms=4, color=colour(name))
     others = []  # the other layouts the benchmark swept (e.g. split's smaller or more slices): dashed, each its own
     for dashes, version in zip(("--", ":", "-."), sorted({r["version"] for r in recs if r["variant"] in REGISTERED
                                                         and not r.get("registered")}, key=lambda v: int(v[1:]))):
         mine = sorted((r for r in recs if r.get("version") == version and r.get("correct", True)),
                       key=lambda r: r["size"]["cols"])
         ax.plot([r["size"]["cols"] for r in mine], [r["GBs"] for r in mine], dashes, marker="o", ms=3, lw=1,
-                color=COLORS[mine[0]["variant"]], alpha=0.7)
-        others.append((plt.Line2D([], [], color=COLORS[mine[0]["variant"]], ls=dashes, lw=1),
+                color=colour(mine[0]["variant"]), alpha=0.7)
+        others.append((plt.Line2D([], [], color=colour(mine[0]["variant"]), ls=dashes, lw=1),
                        f"{mine[0]['variant']} {version} ({_layout(mine[0])})"))
     ceiling = meta.get("ceiling_GBs")
     if ceiling:
@@ -138,7 +144,7 @@ def by_cols(records: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> 
     ax.axvline(FUSED_MAX_COLS, color="gray", ls=":", lw=1)
     # which registered variant is fastest at each width: a band along the bottom, one cell per width
     for cols, winner in fastest_by_cols(recs).items():
-        ax.axvspan(cols / 2 ** 0.5, cols * 2 ** 0.5, ymin=0, ymax=0.04, color=COLORS[winner], lw=0)
+        ax.axvspan(cols / 2 ** 0.5, cols * 2 ** 0.5, ymin=0, ymax=0.04, color=colour(winner), lw=0)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("cols (row length, float32); rows = fixed bytes / row")
     ax.set_ylabel("GB/s (one read + one write)")
@@ -206,7 +212,7 @@ def cluster_widths(doc: dict[str, Any], out_dir: str | Path, stem: str = "softma
         pts = sorted(lines[name].values(), key=lambda r: r["cols"])
         ax.plot([r["cols"] for r in pts], [r["of_ceiling"] for r in pts], "o-", ms=4, lw=1.2,
                 color=cmap(i / max(1, len(sizes) - 1)), label=f"{name[len('cluster'):]} block(s) a cluster")
-    for name, color, ls in (("split", COLORS["split"], "--"), ("torch.softmax", COLORS["torch.softmax"], ":")):
+    for name, color, ls in (("split", colour("split"), "--"), ("torch.softmax", colour("torch.softmax"), ":")):
         pts = sorted(lines.get(name, {}).values(), key=lambda r: r["cols"])
         if pts:
             ax.plot([r["cols"] for r in pts], [r["of_ceiling"] for r in pts], ls, marker="s", ms=3, color=color,

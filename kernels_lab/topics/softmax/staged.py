@@ -57,7 +57,8 @@ SM_SHARED = 228 * 1024  # shared memory an SM of compute capability 9.0 holds (1
 
 def resident_blocks(shape: scl.ClusterShape, stages: int) -> int:
     """The blocks an SM holds by their shared memory (the stages, a few KB of static arrays, the reserved KB): the
-    launch bound the staged kernels ask of the compiler, so that registers do not cut it further."""
+    launch bound v21 and v7 ask of the compiler, so that the registers holding a row do not cut it further (v20
+    and v6, measured without one, need no more than 40)."""
     return max(1, SM_SHARED // (stage_bytes(shape, stages) + 4 * 1024))
 
 
@@ -146,7 +147,7 @@ def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool =
     start, arrive = row_stager(shape, stages)
     name = f"softmax_cluster{K}_{T}x{C}_staged" + ("_held" if held else "") + ("" if stages == 2 else f"_s{stages}")
 
-    @row_jit(name, T, resident_blocks(shape, stages))
+    @row_jit(name, T, resident_blocks(shape, stages) if held else 0)
     def softmax_staged(x, out, rows, cols, slice_vectors):
         staged = cuda.shared.array(0, np.float32)  # [stages C T vectors]: this thread's vectors of `stages` rows
         vals = cuda.local.array(n_held, np.float32)  # v21: this row's vectors, read once from the stage
@@ -168,11 +169,11 @@ def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool =
                 v = first + tid + k * T
                 if v < end:
                     a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
-                else:
-                    a0, a1, a2, a3 = LOWEST, LOWEST, LOWEST, LOWEST
-                if held:  # a compile-time constant: one of the two kernels is compiled
-                    vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
-                m = max(m, max(max(a0, a1), max(a2, a3)))
+                    m = max(m, max(max(a0, a1), max(a2, a3)))
+                    if held:  # a compile-time constant: one of the two kernels is compiled
+                        vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
+                elif held:  # exp_shifted_sum adds every held float: these add exp(LOWEST - m) = 0
+                    vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = LOWEST, LOWEST, LOWEST, LOWEST
             if held:
                 d = exp_shifted_sum(vals, n_held, m)  # vals = exp(x - m)
             else:
@@ -182,9 +183,10 @@ def softmax_staged_kernel(shape: scl.ClusterShape, stages: int = 2, held: bool =
                     if v < end:  # a lane outside the row holds LOWEST: exp(LOWEST - m) is 0
                         a0, a1, a2, a3 = staged4(staged, base + k * T + tid, v, row_lo, row_hi, LOWEST)
                         d += (math.exp(a0 - m) + math.exp(a1 - m)) + (math.exp(a2 - m) + math.exp(a3 - m))
-            rm, rd = scl.swap_pairs(*block_md(m, d, scratch_m, scratch_d), peer_m, peer_d, slot, K, j, tid)
+            bm, bd = block_md(m, d, scratch_m, scratch_d)
+            rm, rd = scl.swap_pairs(bm, bd, peer_m, peer_d, slot, K, j, tid)
             inv = np.float32(1) / rd
-            scale = math.exp(m - rm) * inv  # v21: this thread's exp(x - m) rescaled to the row's max and sum
+            scale = math.exp(m - rm) * inv if held else inv  # v21: its exp(x - m) rescaled to the row's max, sum
             for k in range(C):
                 v = first + tid + k * T
                 if v < end:
