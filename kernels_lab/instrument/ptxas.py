@@ -70,12 +70,15 @@ def ptxas_version() -> str:
     return subprocess.run(["ptxas", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
 
 
-def kernel_row(size: Any, variant: str, py_func: Callable, block: int, counts: dict[str, Any]) -> dict[str, Any]:
+def kernel_row(size: Any, variant: str, py_func: Callable, block: int, counts: dict[str, Any],
+               dynamic_shared: int = 0) -> dict[str, Any]:
     """One table row: where (a size's rows and cols, the variant), the kernel, ptxas's `counts` (usage()) and the
-    blocks an SM holds with what limits them."""
-    resident, limit = blocks_per_sm(counts["registers"], block, counts["shared_bytes"])
+    blocks an SM holds with what limits them (its static shared memory, plus `dynamic_shared` bytes a launch
+    gives each block)."""
+    resident, limit = blocks_per_sm(counts["registers"], block, counts["shared_bytes"] + dynamic_shared)
+    extra = {"dynamic_shared_bytes": dynamic_shared} if dynamic_shared else {}
     return {"size": {"rows": size.rows, "cols": size.cols}, "variant": variant, "kernel": py_func.__name__,
-            "threads": block, **counts, "blocks_per_sm": resident, "limited_by": limit}
+            "threads": block, **counts, **extra, "blocks_per_sm": resident, "limited_by": limit}
 
 
 def write_table(out: str, module: str, table: Callable[[], list[dict[str, Any]]], line: Callable[[dict], str],

@@ -293,8 +293,8 @@ for study, first in (("layernorm", "v6"), ("softmax", "v20")):
 # every deeper pipeline is slower still: each stage is 32 KB (or 16 KB) of shared memory a block, so more
 # stages mean fewer resident blocks (smaller blocks, `c4`, help softmax at 32768 columns only). Without the row
 # ahead (`percluster`) the staged kernel loses 2 to 8 points: some of the pause at the exchange is covered,
-# but far less than the staged kernels lost to v3 and the cluster kernel in the first place. Nsight Compute on the same H100, same call (a kernel's name
-# says its layout; the staged ones end in `_v6` and `_staged`):
+# but far less than the staged kernels lost to v3 and the cluster kernel in the first place. Nsight Compute on
+# the same H100, same call (a kernel's name says its layout; the staged ones end in `_v6` and `_staged`):
 
 # %%
 print(f"{'kernel':<36}{'us':>6}{'DRAM %':>8}{'regs':>6}{'occupancy':>10}{'cycles/issue':>13}")
@@ -310,8 +310,8 @@ for study, shape in (("layernorm", "2048x32768"), ("softmax", "4096x32768")):
 # issuing instructions than by memory: every element is read from shared memory three times with a bounds
 # check each time, and softmax's v20 computes each exponential twice. The next version follows from that:
 # `v7` (and softmax's v21) reads the stage once into registers and goes on as v3, asking the compiler for
-# the three blocks an SM the shared memory allows (ptxas: 79 registers, no spill). It is built, tested on the
-# simulator and compiled for sm_90, and the study's group `staged` times it (`kernels-lab bench layernorm
+# the three blocks an SM the shared memory allows (the register table below counts it). It is built, tested on
+# the simulator and compiled for sm_90, and the study's group `staged` times it (`kernels-lab bench layernorm
 # --group staged`), but it has not run on a GPU yet: no number for it here. What this section shows is the
 # method (predict, build the smallest version, measure, profile, let the profile name the next step), and a
 # measured negative result; the H200's gap to the copy ceiling stays open.
@@ -320,8 +320,9 @@ for study, shape in (("layernorm", "2048x32768"), ("softmax", "4096x32768")):
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,
 # fastmath, its launch bound) and `ptxas -arch=sm_90 -v` says how many registers a thread uses
 # (`kernels_lab/topics/layernorm/registers.py`; committed output, no GPU needed). From it, the blocks an
-# H100 or H200 SM can hold (65536 registers, allocated per warp in units of 256; 2048 threads; 32 blocks),
-# the rows those blocks work on at once, and the share of the SM's 2048 threads that are resident (a cluster's
+# H100 or H200 SM can hold (65536 registers, allocated per warp in units of 256; 2048 threads; 32 blocks;
+# 228 KB of shared memory, which v6 and v7's two stages fill three blocks at a time), the rows those blocks
+# work on at once, and the share of the SM's 2048 threads that are resident (a cluster's
 # blocks share a row, and must also fit on one GPC together, which this count leaves out).
 
 # %%

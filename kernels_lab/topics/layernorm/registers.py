@@ -1,6 +1,7 @@
 """Registers per thread and resident blocks per SM of every layernorm kernel on sm_90 (H100, H200), from the
-compiled kernels, with no GPU (instrument/ptxas.py: numba's compiler, then `ptxas -arch=sm_90 -v`). Lesson 08
-reads the committed file beside the measured fractions of the copy ceiling:
+compiled kernels, with no GPU (instrument/ptxas.py: numba's compiler, then `ptxas -arch=sm_90 -v`; at the long
+rows also staged.py's v6 and v7, whose stages' shared memory counts). Lesson 08 reads the committed file beside
+the measured fractions of the copy ceiling:
 
     KERNELS_LAB_BACKEND=ptx python -m kernels_lab.topics.layernorm.registers figures/data/compiled/layernorm_registers_sm90.json
 """
@@ -12,8 +13,10 @@ from typing import Any
 
 from ...instrument import ptxas
 from ...instrument.ptxas import THREADS_PER_SM, blocks_per_sm
-from .study import LONG, SHAPES
+from ..softmax.staged import stage_bytes, staged_layout
 from .cluster import cluster_kernel, layout
+from .staged import layernorm_staged_kernel
+from .study import LONG, SHAPES
 from .workload import fused_kernel, fused_shape, stream_shape, unfused_kernels
 
 
@@ -32,28 +35,32 @@ def usage(kernel: Any, block: int) -> dict[str, Any]:
     return ptxas.usage(kernel, _signature(kernel), block)
 
 
-def kernels_at(cols: int) -> list[tuple[str, Any, int, float]]:
-    """(variant: kernel, the kernel, its block, rows a block works on at once) for every kernel the variants launch
-    at this width (a cluster's blocks share a row: 1 / blocks of the cluster)."""
+def kernels_at(cols: int, staged: bool = False) -> list[tuple[str, Any, int, float, int]]:
+    """(variant: kernel, the kernel, its block, rows a block works on at once, dynamic shared bytes a block) for
+    every kernel the variants launch at this width (a cluster's blocks share a row: 1 / blocks of the cluster);
+    `staged`: staged.py's v6 and v7 too."""
     stream = stream_shape(cols)
-    found = [(f"unfused: {k.py_func.__name__.split('_', 1)[1].rsplit('_', 2)[0]}", k, stream.block, 1.0)
+    found = [(f"unfused: {k.py_func.__name__.split('_', 1)[1].rsplit('_', 2)[0]}", k, stream.block, 1.0, 0)
              for k in unfused_kernels(stream)]
     shape = fused_shape(cols)
     if shape is not None:
-        found += [("fused", fused_kernel(shape), shape.block, shape.rows_per_block),
-                  ("persistent", fused_kernel(shape, hold=True), shape.block, shape.rows_per_block)]
+        found += [("fused", fused_kernel(shape), shape.block, shape.rows_per_block, 0),
+                  ("persistent", fused_kernel(shape, hold=True), shape.block, shape.rows_per_block, 0)]
     for name, version in (("cluster", 3), ("cluster v1", 1), ("cluster v2", 2), ("cluster v4", 4), ("cluster v5", 5)):
         held = layout(cols, version)
         if held is not None:
-            found.append((name, cluster_kernel(held, version), held.threads, 1 / held.slices))
+            found.append((name, cluster_kernel(held, version), held.threads, 1 / held.slices, 0))
+    if staged and (shape := staged_layout(cols)) is not None:
+        found += [(f"cluster v{7 if held else 6}", layernorm_staged_kernel(shape, 2, held), shape.threads,
+                   1 / shape.slices, stage_bytes(shape)) for held in (False, True)]
     return found
 
 
 def table() -> list[dict[str, Any]]:
     rows = []
     for size in SHAPES + LONG:
-        for variant, kernel, block, rows_per_block in kernels_at(size.cols):
-            row = ptxas.kernel_row(size, variant, kernel.py_func, block, usage(kernel, block))
+        for variant, kernel, block, rows_per_block, dynamic in kernels_at(size.cols, staged=size in LONG):
+            row = ptxas.kernel_row(size, variant, kernel.py_func, block, usage(kernel, block), dynamic)
             resident = row["blocks_per_sm"]
             rows.append({**row, "rows_per_sm": resident * rows_per_block, "threads_per_sm": resident * block,
                          "occupancy": resident * block / THREADS_PER_SM})
