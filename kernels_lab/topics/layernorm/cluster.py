@@ -41,7 +41,7 @@ from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_lau
 from ...clusters import cluster_refusal as clusters_refusal
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...intrinsics import load4
-from ...reduce import block_sum
+from ...reduce import LOWEST, block_sum
 from ...runtime import cuda
 from ..softmax import cluster as scl
 from ..softmax import split as sp
@@ -108,7 +108,7 @@ def layernorm_cluster_kernel(shape: scl.ClusterShape, vector_out: bool = False):
             for k in range(C):
                 v = first + tid + k * T
                 if v < end:
-                    a0, a1, a2, a3 = sp.load_vector(x, v, row_lo, row_hi)
+                    a0, a1, a2, a3 = sp.load_vector(x, v, row_lo, row_hi, LOWEST)
                 else:
                     a0, a1, a2, a3 = _ZERO, _ZERO, _ZERO, _ZERO
                 vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
@@ -163,16 +163,6 @@ def layernorm_cluster_kernel(shape: scl.ClusterShape, vector_out: bool = False):
 def _in_row(v, row_lo, row_hi):
     """How many of elements 4v .. 4v + 3 are in [row_lo, row_hi) (0 to 4)."""
     return max(0, min(4 * v + 4, row_hi) - max(4 * v, row_lo))
-
-
-@cuda.jit(device=True, inline=True)
-def _masked4(x, v, row_lo, row_hi):
-    """Elements 4v .. 4v + 3 of x, those outside [row_lo, row_hi) as 0: one 16-byte load inside the row."""
-    e = 4 * v
-    if e >= row_lo and e + 3 < row_hi:
-        return load4(x, v)
-    return (x[e] if _inside(e, row_lo, row_hi) else _ZERO, x[e + 1] if _inside(e + 1, row_lo, row_hi) else _ZERO,
-            x[e + 2] if _inside(e + 2, row_lo, row_hi) else _ZERO, x[e + 3] if _inside(e + 3, row_lo, row_hi) else _ZERO)
 
 
 @cuda.jit(device=True, inline=True)
@@ -245,7 +235,7 @@ def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THRE
             for k in range(C):  # all loads first, each independent: 16 C bytes in flight
                 v = first + tid + k * T
                 if v < end:
-                    a0, a1, a2, a3 = _masked4(x, v, row_lo, row_hi)
+                    a0, a1, a2, a3 = sp.load_vector(x, v, row_lo, row_hi, _ZERO)
                     n += _in_row(v, row_lo, row_hi)
                 else:
                     a0, a1, a2, a3 = _ZERO, _ZERO, _ZERO, _ZERO

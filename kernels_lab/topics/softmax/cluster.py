@@ -153,7 +153,7 @@ def cluster_kernel(shape: ClusterShape):
             for k in range(C):  # all loads first, each independent: 16 C bytes in flight
                 v = first + tid + k * T
                 if v < end:
-                    a0, a1, a2, a3 = sp.load_vector(x, v, row_lo, row_lo + cols)
+                    a0, a1, a2, a3 = sp.load_vector(x, v, row_lo, row_lo + cols, LOWEST)
                 else:
                     a0, a1, a2, a3 = LOWEST, LOWEST, LOWEST, LOWEST
                 vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3

@@ -90,7 +90,7 @@ def slice_fold(shape: sp.SplitShape):
                 v = v0 + u * T
                 if v < end:
                     vals[4 * u], vals[4 * u + 1], vals[4 * u + 2], vals[4 * u + 3] = load_vector(x, v, row_lo,
-                                                                                          row_lo + cols)
+                                                                                          row_lo + cols, LOWEST)
                 else:
                     vals[4 * u], vals[4 * u + 1], vals[4 * u + 2], vals[4 * u + 3] = LOWEST, LOWEST, LOWEST, LOWEST
             cm = LOWEST

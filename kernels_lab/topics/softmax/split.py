@@ -143,13 +143,14 @@ def slice_bounds(row, cols, slice_vectors, j):
 
 
 @cuda.jit(device=True, inline=True)
-def load_vector(x, v, row_lo, row_hi):
-    """Elements 4v .. 4v+3 of x, those outside [row_lo, row_hi) as LOWEST."""
+def load_vector(x, v, row_lo, row_hi, fill):
+    """Elements 4v .. 4v+3 of x, those outside [row_lo, row_hi) as `fill` (LOWEST for a max, 0 for a sum): one
+    16-byte load where all four are inside the row."""
     e = 4 * v
     if e >= row_lo and e + 3 < row_hi:
         return load4(x, v)
-    return (x[e] if row_lo <= e < row_hi else LOWEST, x[e + 1] if row_lo <= e + 1 < row_hi else LOWEST,
-            x[e + 2] if row_lo <= e + 2 < row_hi else LOWEST, x[e + 3] if row_lo <= e + 3 < row_hi else LOWEST)
+    return (x[e] if row_lo <= e < row_hi else fill, x[e + 1] if row_lo <= e + 1 < row_hi else fill,
+            x[e + 2] if row_lo <= e + 2 < row_hi else fill, x[e + 3] if row_lo <= e + 3 < row_hi else fill)
 
 
 @cuda.jit(device=True, inline=True)
@@ -183,7 +184,7 @@ def split_kernel(shape: SplitShape):
             v = first + tid + k * T
             if v < end:
                 vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = load_vector(x, v, row_lo,
-                                                                                          row_lo + cols)
+                                                                                          row_lo + cols, LOWEST)
             else:
                 vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = LOWEST, LOWEST, LOWEST, LOWEST
 
