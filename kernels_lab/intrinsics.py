@@ -231,8 +231,8 @@ else:
         return types.void(a, i), codegen
 
 
-# For the staged cluster layernorm (lesson 08): copies from global to shared memory that hold no register while
-# in flight (cp.async, sm_80+; the bulk copies of TMA are not needed at 16 bytes a thread):
+# For the staged cluster kernels (softmax's and layernorm's, lesson 08): copies from global to shared memory that
+# hold no register while in flight (cp.async, sm_80+; the bulk copies of TMA are not needed at 16 bytes a thread):
 #   copy16_async(dst, d, src, s, n)  shared float32 dst[4d:4d+4] = src[4s:4s+n] (n of 1..4 floats, zeros after
 #                                    them: cp.async.cg, 16 bytes, src-size 4n), started now, done at a wait
 #   async_commit()                   close this thread's copies started since the last commit into one group
@@ -240,8 +240,8 @@ else:
 #                                    compile-time constant): the oldest rows' copies are in, the newest in flight
 #   async_wait_all()                 wait for every copy this thread started (cp.async.wait_all)
 # A thread waits for its own copies only: a kernel that reads what another thread copied needs a barrier too.
-# On the simulator a copy is made when the thread waits for its group, not before: a read before the wait sees
-# the old contents, as a GPU may.
+# On the simulator a copy is made when the thread waits for its group, and its destination is NaN until then: a
+# read before the wait, or a copy started over data still to be read, computes a wrong answer there too.
 if ON_SIMULATOR:
     from .sim_device import async_commit, async_wait_all, async_wait_group, copy16_async  # noqa: F401
 else:

@@ -472,7 +472,8 @@ def prefetch_l2(a, i) -> None:
 
 class _Copies(threading.local):
     """This thread's asynchronous copies (intrinsics.copy16_async): those not yet committed, and the committed
-    groups not yet waited for, oldest first. A copy is made when its group is waited for."""
+    groups not yet waited for, oldest first. A copy's destination is NaN from its start to its wait, when the
+    copy is made: a read before the wait, or a copy started over data not yet read, both show."""
 
     def __init__(self) -> None:
         self.open: list = []
@@ -483,6 +484,8 @@ _COPIES = _Copies()
 
 
 def copy16_async(dst, d, src, s, n) -> None:
+    for i in range(4):
+        dst[4 * d + i] = np.nan  # undefined until the wait (a GPU may land the bytes at any moment before it)
     _COPIES.open.append((dst, 4 * d, src, 4 * s, int(n)))
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from kernels_lab import sim_device
-from kernels_lab.intrinsics import load4, store4
+from kernels_lab.intrinsics import (async_commit, async_wait_group, copy16_async, load4,
+                                    store4)
 from kernels_lab.runtime import ON_SIMULATOR, cuda
 
 pytestmark = pytest.mark.skipif(not ON_SIMULATOR, reason="the simulator's own warp operations")
@@ -270,3 +271,24 @@ def test_every_device_operation_the_lessons_and_submissions_call_exists_here():
     here = FakeCUDAModule((1, 1, 1), (1, 1, 1), 0)
     missing = [n for n in sorted(device) if not (hasattr(FakeCUDAModule, n) or hasattr(here, n))]
     assert missing == []  # every one numba offers, so every one `used` names
+
+
+@cuda.jit
+def _copy_then_read(src, out):
+    buf = cuda.shared.array(4, np.float32)
+    for i in range(4):
+        buf[i] = 1.0
+    copy16_async(buf, 0, src, 1, 3)  # src[4:7], then a zero
+    async_commit()
+    out[0] = buf[0]  # between the copy's start and its wait: undefined on a GPU
+    async_wait_group(0)
+    for i in range(4):
+        out[1 + i] = buf[i]
+
+
+def test_an_async_copy_is_undefined_until_its_wait_then_lands_with_zeros_after_n():
+    src = np.arange(8, dtype=np.float32) + 10
+    out = np.zeros(5, np.float32)
+    _copy_then_read[1, 1](src, out)
+    assert np.isnan(out[0])  # read before the wait: the simulator's NaN, so the kernel's answer is wrong
+    assert out[1:].tolist() == [14.0, 15.0, 16.0, 0.0]

@@ -734,8 +734,8 @@ for study, group in (("softmax", "sweep"), ("cross_entropy", "vocab")):
 # are the H100's; the H200's occupancy was not measured). If the shares fell by the whole ratio of the
 # ceilings, the GB/s would be the same on both GPUs: they are not, so this is not the whole story. One
 # candidate was built and measured on an H100: the cluster kernel with each slice staged in shared memory by
-# asynchronous copies, the next row's in flight during this row's exchange (the study's staged versions,
-# `kernels_lab/topics/softmax/staged.py`). It was slower; lesson 08 shows it beside layernorm's versions of the
+# asynchronous copies, the next row's in flight during this row's exchange
+# (`kernels_lab/topics/softmax/staged.py`, timed by an exploration through the study's harness). It was slower; lesson 08 shows it beside layernorm's versions of the
 # same kernel, with their profile. What closes the gap on the H200 is still open.
 
 # %% [markdown]

@@ -292,23 +292,29 @@ for study, first in (("layernorm", "v6"), ("softmax", "v20")):
 # Every staged line is slower than the register kernel it comes from, at every long row, for both topics, and
 # every deeper pipeline is slower still: each stage is 32 KB (or 16 KB) of shared memory a block, so more
 # stages mean fewer resident blocks (smaller blocks, `c4`, help softmax at 32768 columns only). Without the row
-# ahead (`percluster`) the staged kernel loses 2 to 8 points: some of the pause at the exchange is covered,
-# but far less than the staged kernels lost to v3 and the cluster kernel in the first place. Nsight Compute on
-# the same H100, same call (a kernel's name says its layout; the staged ones end in `_v6` and `_staged`):
+# ahead (`percluster`) the staged kernel loses 2 to 8 points: the row ahead covers part of the pause at the
+# exchange, but staging cost the kernels 8 to 15 points against v3 and the cluster kernel in the first place.
+# (`c4s3`, four-vector stages three deep, did not launch at two widths in this run: the launcher's opt-in for
+# more than 48 KB of shared memory a block counted only the dynamic bytes, now fixed.) Nsight Compute on the
+# same H100, same call (a kernel's name says its layout; the staged ones end in `_v6` and `_staged`; *SM %* is
+# ncu's compute throughput, the busiest of the SM's units as a share of its peak):
 
 # %%
-print(f"{'kernel':<36}{'us':>6}{'DRAM %':>8}{'regs':>6}{'occupancy':>10}{'cycles/issue':>13}")
+print(f"{'kernel':<36}{'us':>6}{'DRAM %':>8}{'SM %':>6}{'regs':>6}{'occupancy':>10}{'cycles/issue':>13}")
 for study, shape in (("layernorm", "2048x32768"), ("softmax", "4096x32768")):
     for kernel, m in lessons.committed_ncu(f"ncu_{study}_staged_probe_{shape}_h100.csv").items():
-        print(f"{kernel:<36}{m['Duration'] / 1e3:6.0f}{m['DRAM Throughput']:8.0f}{m['Registers Per Thread']:6.0f}"
-              f"{m['Achieved Occupancy']:9.0f}%{m['Warp Cycles Per Issued Instruction']:13.1f}")
+        print(f"{kernel:<36}{m['Duration'] / 1e3:6.0f}{m['DRAM Throughput']:8.0f}{m['Compute (SM) Throughput']:6.0f}"
+              f"{m['Registers Per Thread']:6.0f}{m['Achieved Occupancy']:9.0f}%"
+              f"{m['Warp Cycles Per Issued Instruction']:13.1f}")
 
 # %% [markdown]
-# The staged kernels' warps wait about half as many cycles between two instructions as the register kernels'
-# (the last column: *warp cycles per issued instruction*), at lower occupancy (two 32 KB stages a block: three
-# blocks of 256 threads an SM). With fewer warps and each one rarely stalled, they are closer to being bound by
-# issuing instructions than by memory: every element is read from shared memory three times with a bounds
-# check each time, and softmax's v20 computes each exponential twice. The next version follows from that:
+# The staged kernels run at lower occupancy (two 32 KB stages a block: three blocks of 256 threads an SM), their
+# warps wait about half as many cycles between two instructions as the register kernels' (the last column:
+# *warp cycles per issued instruction*), and the SM's compute throughput rises while DRAM's falls. They do more
+# instruction work for every byte they move: every element is read from shared memory three times with a bounds
+# check each time, and softmax's v20 computes each exponential twice. Neither column is at its limit (this
+# profile did not collect the issue slots), so the reading is "more work a byte with fewer warps to hide it",
+# not a proof of which unit binds. The next version follows from it:
 # `v7` (and softmax's v21) reads the stage once into registers and goes on as v3, asking the compiler for
 # the three blocks an SM the shared memory allows (the register table below counts it). It is built, tested on
 # the simulator and compiled for sm_90, and the study's group `staged` times it (`kernels-lab bench layernorm
@@ -379,7 +385,7 @@ for shape, got in held.items():
 #   bound asks the compiler for the residency (registers) the loads need.
 # - Staging the slice in shared memory with asynchronous copies (`cp.async`), the next row in flight during
 #   the exchange, was built, tested (the simulator lands a copy only at its wait) and measured: slower than
-#   the register kernel, closer to issue-bound at lower occupancy. A measured negative result is a result.
+#   the register kernel: more instruction work a byte, at lower occupancy. A measured negative result is a result.
 # - A store pattern can cost more than a statistic: a warp whose threads store one float each, 16 bytes
 #   apart, writes every sector four times (ncu counts it); 16-byte stores write it once.
 # - Weights every row shares can stay in registers across rows in a persistent kernel, at a price in

@@ -51,8 +51,8 @@ def kernels_at(cols: int, staged: bool = False) -> list[tuple[str, Any, int, flo
         if held is not None:
             found.append((name, cluster_kernel(held, version), held.threads, 1 / held.slices, 0))
     if staged and (shape := staged_layout(cols)) is not None:
-        found += [(f"cluster v{7 if held else 6}", layernorm_staged_kernel(shape, 2, held), shape.threads,
-                   1 / shape.slices, stage_bytes(shape)) for held in (False, True)]
+        found += [(f"cluster v{7 if once else 6}", layernorm_staged_kernel(shape, 2, once), shape.threads,
+                   1 / shape.slices, stage_bytes(shape)) for once in (False, True)]  # once: the stage read once
     return found
 
 

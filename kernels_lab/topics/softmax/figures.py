@@ -29,6 +29,8 @@ COLORS = {"unfused": "#d62728", "fused_shared": "#ff7f0e", "fused": "#1f77b4", "
           "torch.softmax": "#333333",
           "torch.cross_entropy": "#333333",
           "torch.compile": "#999999"}
+
+
 def colour(variant: str) -> str:
     """A variant's colour; a variant named after another (an exploration's `cluster_staged_s3`) takes its
     family's, the longest name in COLORS it starts with."""

@@ -178,7 +178,7 @@ STUDY = Study(
              torch_anchor("torch.compile", "torch.softmax through torch.compile", _softmax, compiled=True)),
     rows_axis="rows",
     harder={f"x * {BIG}": lambda inputs: {**inputs, "x": inputs["x"] * np.float32(BIG)}},
-    harder_for=("split", "cluster"),  # the kernels whose blocks combine partial maxima of one row
+    harder_for=("split", "cluster", "v20", "v21"),  # the kernels whose blocks combine partial maxima of one row
     describe=describe,
     about="every variant and numbered version at six shapes and a width sweep, against torch",
 )
