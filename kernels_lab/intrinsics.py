@@ -237,13 +237,13 @@ else:
 #                                    them: cp.async.cg, 16 bytes, src-size 4n), started now, done at a wait
 #   async_commit()                   close this thread's copies started since the last commit into one group
 #   async_wait_group(n)              wait until every group but the newest n is done (cp.async.wait_group n; n a
-#                                    compile-time constant): the oldest rows' copies are in, the newest in flight
-#   async_wait_all()                 wait for every copy this thread started (cp.async.wait_all)
+#                                    compile-time constant; 0: all): the oldest rows' copies are in, the newest
+#                                    in flight
 # A thread waits for its own copies only: a kernel that reads what another thread copied needs a barrier too.
 # On the simulator a copy is made when the thread waits for its group, and its destination is NaN until then: a
 # read before the wait, or a copy started over data still to be read, computes a wrong answer there too.
 if ON_SIMULATOR:
-    from .sim_device import async_commit, async_wait_all, async_wait_group, copy16_async  # noqa: F401
+    from .sim_device import async_commit, async_wait_group, copy16_async  # noqa: F401
 else:
     @intrinsic
     def copy16_async(typingctx, dst, d, src, s, n):
@@ -277,5 +277,3 @@ else:
             _inline_asm(builder, ir.VoidType(), f"cp.async.wait_group {n.literal_value};", "~{memory}")
             return context.get_dummy_value()
         return types.void(n), codegen
-
-    async_wait_all = _instruction("cp.async.wait_all;")

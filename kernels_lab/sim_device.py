@@ -505,9 +505,3 @@ def async_wait_group(n) -> None:
     finished = max(0, len(_COPIES.groups) - int(n))  # every group but the newest n
     done, _COPIES.groups = _COPIES.groups[:finished], _COPIES.groups[finished:]
     _complete(done)
-
-
-def async_wait_all() -> None:
-    async_commit()
-    done, _COPIES.groups = _COPIES.groups, []
-    _complete(done)

@@ -30,6 +30,7 @@ from ...arrays import ArgumentError
 from ...clusters import (MAX_CLUSTER, cluster_index, cluster_launcher, cluster_rank, cluster_sync,
                          max_active_clusters)
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
+from ...instrument.ptxas import SHARED_PER_SM
 from ...intrinsics import async_commit, async_wait_group, copy16_async, load4
 from ...reduce import LOWEST, block_md, exp_shifted_sum
 from ...rows import pow2_at_least, row_jit
@@ -52,14 +53,11 @@ def stage_bytes(shape: scl.ClusterShape, stages: int = 2) -> int:
     return stages * 16 * shape.threads * shape.chunks
 
 
-SM_SHARED = 228 * 1024  # shared memory an SM of compute capability 9.0 holds (1 KB of it reserved per block)
-
-
 def resident_blocks(shape: scl.ClusterShape, stages: int) -> int:
     """The blocks an SM holds by their shared memory (the stages, a few KB of static arrays, the reserved KB): the
     launch bound v21 and v7 ask of the compiler, so that the registers holding a row do not cut it further (v20
     and v6, measured without one, need no more than 40)."""
-    return max(1, SM_SHARED // (stage_bytes(shape, stages) + 4 * 1024))
+    return max(1, SHARED_PER_SM // (stage_bytes(shape, stages) + 4 * 1024))
 
 
 @cuda.jit(device=True, inline=True)

@@ -6,8 +6,9 @@ The versions, llm.c dev/cuda style: each registered variant (v1 fused_shared, v2
 online, v13 unfused, v14 split: NUMBERS) and other layouts of their kernels (v3.., VERSIONS), each saying what
 it changes; v20 and v21, the cluster kernel staged through shared memory (staged.py), are timed by the group
 `staged` at the long rows. A version whose layout is an earlier line's at a width is checked there, not timed
-twice. Every useful GB/s counts one read and one write of x (8 bytes per element) for everyone, torch included; split and
-cluster are also checked on x * 64 (rows near +-6400: their blocks combine partial maxima of a row).
+twice. Every useful GB/s counts one read and one write of x (8 bytes per element) for everyone, torch
+included; split, cluster, v20 and v21 are also checked on x * 64 (rows near +-6400: their blocks combine partial
+maxima of a row).
 """
 
 from __future__ import annotations
