@@ -285,15 +285,18 @@ for study, first in (("layernorm", "v6"), ("softmax", "v20")):
     for r in probe["records"]:
         by_shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
     print(f"{study}: {probe['meta']['device'].split(' (')[0]}, {probe['meta']['date'][:10]}")
-    list(long_rows(by_shape, ("cluster", first, "s3", "c4", "c4s4", "percluster", "torch.compile")))
-    print()
+    rows_seen = list(long_rows(by_shape, ("cluster", first, "s3", "c4", "c4s4", "percluster", "torch.compile")))
+    ahead = [100 * (got[first]["of_ceiling"] - got["percluster"]["of_ceiling"]) for got in rows_seen]
+    staging = [100 * (got["cluster"]["of_ceiling"] - got[first]["of_ceiling"]) for got in rows_seen]
+    print(f"the row ahead is worth {min(ahead):.0f} to {max(ahead):.0f} points of the ceiling to {first}; "
+          f"staging costs {min(staging):.0f} to {max(staging):.0f} points against `cluster`\n")
 
 # %% [markdown]
 # Every staged line is slower than the register kernel it comes from, at every long row, for both topics, and
 # every deeper pipeline is slower still: each stage is 32 KB (or 16 KB) of shared memory a block, so more
 # stages mean fewer resident blocks (smaller blocks, `c4`, help softmax at 32768 columns only). Without the row
-# ahead (`percluster`) the staged kernel loses 2 to 8 points: the row ahead covers part of the pause at the
-# exchange, but staging cost the kernels 8 to 15 points against v3 and the cluster kernel in the first place.
+# ahead (`percluster`) the staged kernel loses a few points (each table's last line): the row ahead covers part
+# of the pause at the exchange, but staging cost more than that against v3 and the cluster kernel to begin with.
 # (`c4s3`, four-vector stages three deep, did not launch at two widths in this run: the launcher's opt-in for
 # more than 48 KB of shared memory a block counted only the dynamic bytes, now fixed.) Nsight Compute on the
 # same H100, same call (a kernel's name says its layout; the staged ones end in `_v6` and `_staged`; *SM %* is
