@@ -317,6 +317,14 @@ def test_cluster_cross_entropy_matches_float64(rows, cols, clusters_, rng):
     ("2 blocks, 4 chunks a thread (the GPU layouts' loop over chunks), rows not 16-byte aligned", 3, 1003, 2, None, 3),
     ("the study's v1: 3 blocks, 2 clusters, 5 rows", 5, 131, 3, 2, 1),
     ("the study's v2: 3 blocks, 2 clusters, 5 rows", 5, 131, 3, 2, 2),
+    ("v8, width a multiple of 4: 3 blocks, 2 clusters, 5 rows; 11 threads a block take the test-free path", 5, 132,
+     3, 2, 8),
+    ("v8, 2 blocks, 4 chunks a thread, width a multiple of 4 (the test-free path over chunks)", 3, 1004, 2, None, 8),
+    ("v8, odd width: every thread takes the tested path", 3, 1003, 2, None, 8),
+    ("v9, width a multiple of 4: 3 blocks, 2 clusters, 5 rows; the warp's vote sends all 32 lanes down the tested "
+     "path (11 could take the other)", 5, 132, 3, 2, 9),
+    ("v9, 2 blocks, 4 chunks a thread, width a multiple of 4: every lane in the row, the vote is yes", 3, 1024, 2, None,
+     9),
 ])
 def test_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, version, rng):
     from kernels_lab.topics.layernorm import cluster as lcl
@@ -354,7 +362,7 @@ def test_the_half_held_layouts_hold_the_row_in_half_the_floats_a_thread():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 8, 9])
 @pytest.mark.parametrize("cols", [16385, 65536, 131071])
 def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, version, rng):
     from kernels_lab.topics.layernorm import cluster as lcl

@@ -3,7 +3,7 @@ width the cluster holds (issue 36), where `fused` stops at 16384 columns and `un
 
 The layout and the slices are softmax's cluster kernel's (topics/softmax/cluster.py: k blocks, each holding
 its slice of the row in registers as 16-byte vectors; the layout measured for softmax, not for layernorm).
-Five versions, numbered as they were written, each changing one thing the profile blamed (lesson 08):
+Seven versions, numbered as they were written, each changing one thing the profile blamed (lesson 08):
 
   v1  two statistics one after the other, each exchanged through distributed shared memory:
           slice -> block sum -> thread p < k stores it into block p's peer_s[j] (DSMEM); cluster barrier A;
@@ -20,6 +20,13 @@ Five versions, numbered as they were written, each changing one thing the profil
   v4  v3 holding 16 floats a thread instead of 32 (twice the blocks a row, or twice the threads): no spill
   v5  v4 asking 1536 resident threads an SM (40 registers at the long rows' layouts, 12 bytes spilled): more
       warps, more bytes in flight
+  v8  v3 with a second path for a thread whose vectors all lie inside the row (every thread but a row's last
+      few, when the width is a multiple of 4): no test per element or vector, 16-byte weight loads and stores.
+      Nsight Compute on the H200 found v3 issuing an instruction on 62% of the scheduler's cycles with DRAM at
+      49%: the tests (is this element in the row?) cost issue slots a memory-bound kernel should not spend
+      (v6 and v7, staged.py, came between)
+  v9  v8 deciding a warp at a time (cuda.all_sync): at 1000 columns a warp's lanes split between the two paths
+      and the warp ran both, one after the other (v8 slower than v3 there on the H100)
 
 v1's single slot per statistic is enough: a block stores the next row's sum after barrier B, which no block
 passes before every block has read this row's sums; likewise the next squared sum after the next A. v3 has
@@ -40,7 +47,7 @@ from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_lau
                          cluster_wait, dsmem_store)
 from ...clusters import cluster_refusal as clusters_refusal
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
-from ...intrinsics import load4
+from ...intrinsics import load4, store4
 from ...reduce import LOWEST, block_sum
 from ...runtime import cuda
 from ..softmax import cluster as scl
@@ -171,6 +178,64 @@ def _deviation(a, mean, e, row_lo, row_hi):
 
 
 @cuda.jit(device=True, inline=True)
+def _edge_stats(x, vals, first, end, row_lo, row_hi, tid, T, C):
+    """The thread's (count, mean, M2) over its vectors first + tid + k T (k < C) that start before `end`,
+    testing every element against the row's ends (v3's only path; v8's for a row's last threads)."""
+    s, n = _ZERO, 0
+    for k in range(C):  # all loads first, each independent: 16 C bytes in flight
+        v = first + tid + k * T
+        if v < end:
+            a0, a1, a2, a3 = sp.load_vector(x, v, row_lo, row_hi, _ZERO)
+            n += _in_row(v, row_lo, row_hi)
+        else:
+            a0, a1, a2, a3 = _ZERO, _ZERO, _ZERO, _ZERO
+        vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
+        s += (a0 + a1) + (a2 + a3)
+    count = np.float32(n)
+    mean = s / count if n > 0 else _ZERO
+    q = _ZERO  # M2 from deviations about the thread's own mean: no sum of squares to cancel
+    for k in range(C):
+        v = first + tid + k * T
+        e = 4 * v
+        if v < end:
+            d0 = _deviation(vals[4 * k], mean, e, row_lo, row_hi)
+            d1 = _deviation(vals[4 * k + 1], mean, e + 1, row_lo, row_hi)
+            d2 = _deviation(vals[4 * k + 2], mean, e + 2, row_lo, row_hi)
+            d3 = _deviation(vals[4 * k + 3], mean, e + 3, row_lo, row_hi)
+            q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
+    return count, mean, q
+
+
+@cuda.jit(device=True, inline=True)
+def _whole_stats(x, vals, v0, T, C):
+    """_edge_stats for a thread whose C vectors v0 + k T all lie inside the row: no test at all."""
+    s = _ZERO
+    for k in range(C):
+        a0, a1, a2, a3 = load4(x, v0 + k * T)
+        vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
+        s += (a0 + a1) + (a2 + a3)
+    count = np.float32(4 * C)
+    mean = s / count
+    q = _ZERO
+    for k in range(C):
+        d0, d1, d2, d3 = vals[4 * k] - mean, vals[4 * k + 1] - mean, vals[4 * k + 2] - mean, vals[4 * k + 3] - mean
+        q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
+    return count, mean, q
+
+
+@cuda.jit(device=True, inline=True)
+def _whole_out(out, gamma, beta, vals, v0, row_v, m, r, T, C):
+    """The row's output for such a thread: 16-byte weight loads and stores, no test (row_v: the row's first
+    vector, so that vector v's weights are vector v - row_v of gamma and beta)."""
+    for k in range(C):
+        v = v0 + k * T
+        g0, g1, g2, g3 = load4(gamma, v - row_v)
+        b0, b1, b2, b3 = load4(beta, v - row_v)
+        store4(out, v, (vals[4 * k] - m) * r * g0 + b0, (vals[4 * k + 1] - m) * r * g1 + b1,
+               (vals[4 * k + 2] - m) * r * g2 + b2, (vals[4 * k + 3] - m) * r * g3 + b3)
+
+
+@cuda.jit(device=True, inline=True)
 def block_welford(n, mean, m2, scratch_n, scratch_m, scratch_q):
     """Every thread's (count, mean, M2) -> the block's, to every thread: a butterfly of Chan merges in each warp,
     lane 0 of each warp to `scratch_*`, one barrier, every thread merges the warps' (reduce.py's block_md, for
@@ -208,14 +273,18 @@ def swap_triples(bn, bm, bq, peer_n, peer_m, peer_q, slot, k, j, tid):
 
 
 @functools.lru_cache(maxsize=None)
-def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THREADS):
+def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THREADS, whole: str = ""):
     """v3: one exchange a row, of (count, mean, M2) merged by Chan's rule; 16-byte loads and stores.
-    resident: the threads an SM the launch bound asks for (the compiler caps registers to fit them)."""
+    resident: the threads an SM the launch bound asks for (the compiler caps registers to fit them).
+    whole: "thread" (v8): a thread whose every vector lies inside the row (cols % 4 == 0, not past its slice's
+    end) takes a path with no per-element test, all but a row's last threads when the width is a multiple of 4;
+    "warp" (v9): a warp takes it only if all its threads can (a warp vote), so no warp runs both paths."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
     held, slots, warps = 4 * C, 2 * K, T // 32
+    WHOLE, VOTE = whole != "", whole == "warp"
 
-    tag = "" if resident == RESIDENT_THREADS else f"_r{resident}"
-    @ln.row_jit(f"layernorm_cluster{K}_{T}x{C}_v3{tag}", T, max(1, resident // T))
+    tag = {"thread": "_v8", "warp": "_v9"}.get(whole, "_v3" + ("" if resident == RESIDENT_THREADS else f"_r{resident}"))
+    @ln.row_jit(f"layernorm_cluster{K}_{T}x{C}{tag}", T, max(1, resident // T))
     def layernorm_cluster_v3(x, gamma, beta, out, rows, cols, slice_vectors, eps):
         vals = cuda.local.array(held, np.float32)
         scratch_n = cuda.shared.array(warps, np.float32)
@@ -231,39 +300,27 @@ def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THRE
         while row < rows:  # uniform across the cluster: every thread reaches every barrier
             row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
             row_hi = row_lo + cols
-            s, n = _ZERO, 0
-            for k in range(C):  # all loads first, each independent: 16 C bytes in flight
-                v = first + tid + k * T
-                if v < end:
-                    a0, a1, a2, a3 = sp.load_vector(x, v, row_lo, row_hi, _ZERO)
-                    n += _in_row(v, row_lo, row_hi)
-                else:
-                    a0, a1, a2, a3 = _ZERO, _ZERO, _ZERO, _ZERO
-                vals[4 * k], vals[4 * k + 1], vals[4 * k + 2], vals[4 * k + 3] = a0, a1, a2, a3
-                s += (a0 + a1) + (a2 + a3)
-            count = np.float32(n)
-            mean = s / count if n > 0 else _ZERO
-            q = _ZERO  # M2 from deviations about the thread's own mean: no sum of squares to cancel
-            for k in range(C):
-                v = first + tid + k * T
-                e = 4 * v
-                if v < end:
-                    d0 = _deviation(vals[4 * k], mean, e, row_lo, row_hi)
-                    d1 = _deviation(vals[4 * k + 1], mean, e + 1, row_lo, row_hi)
-                    d2 = _deviation(vals[4 * k + 2], mean, e + 2, row_lo, row_hi)
-                    d3 = _deviation(vals[4 * k + 3], mean, e + 3, row_lo, row_hi)
-                    q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
+            inside = WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end
+            if VOTE:
+                inside = cuda.all_sync(_ALL_LANES, inside)
+            if inside:
+                count, mean, q = _whole_stats(x, vals, first + tid, T, C)
+            else:
+                count, mean, q = _edge_stats(x, vals, first, end, row_lo, row_hi, tid, T, C)
             bn, bm, bq = block_welford(count, mean, q, scratch_n, scratch_m, scratch_q)
             rn, rm, rq = swap_triples(bn, bm, bq, peer_n, peer_m, peer_q, slot, K, j, tid)
             r = _ONE / math.sqrt(rq / rn + eps)
-            for k in range(C):
-                v = first + tid + k * T
-                if v < end:
-                    g0, g1, g2, g3 = _weights4(gamma, v, row_lo, row_hi)
-                    b0, b1, b2, b3 = _weights4(beta, v, row_lo, row_hi)
-                    sp.store_vector(out, v, row_lo, row_hi, (vals[4 * k] - rm) * r * g0 + b0,
-                                    (vals[4 * k + 1] - rm) * r * g1 + b1, (vals[4 * k + 2] - rm) * r * g2 + b2,
-                                    (vals[4 * k + 3] - rm) * r * g3 + b3)
+            if inside:
+                _whole_out(out, gamma, beta, vals, first + tid, row_lo >> 2, rm, r, T, C)
+            else:
+                for k in range(C):
+                    v = first + tid + k * T
+                    if v < end:
+                        g0, g1, g2, g3 = _weights4(gamma, v, row_lo, row_hi)
+                        b0, b1, b2, b3 = _weights4(beta, v, row_lo, row_hi)
+                        sp.store_vector(out, v, row_lo, row_hi, (vals[4 * k] - rm) * r * g0 + b0,
+                                        (vals[4 * k + 1] - rm) * r * g1 + b1, (vals[4 * k + 2] - rm) * r * g2 + b2,
+                                        (vals[4 * k + 3] - rm) * r * g3 + b3)
             row += clusters
             slot = 1 - slot
 
@@ -293,15 +350,16 @@ def half_held(shape: scl.ClusterShape) -> scl.ClusterShape | None:
 def layout(cols: int, version: int = 3) -> scl.ClusterShape | None:
     """The layout a version runs rows of `cols` floats with (None: no cluster holds them)."""
     shape = scl.cluster_shape(cols)
-    if shape is None or version < 4 or shape.chunks < 2:
+    if shape is None or version not in (4, 5) or shape.chunks < 2:
         return shape
     return half_held(shape)
 
 
 def cluster_kernel(shape: scl.ClusterShape, version: int = 3):
-    """The kernel of version 1 to 5 (the module's docstring) for this layout."""
+    """The kernel of version 1 to 5, 8 or 9 (the module's docstring) for this layout."""
     if version >= 3:
-        return layernorm_chan_kernel(shape, 1536 if version == 5 else RESIDENT_THREADS)
+        return layernorm_chan_kernel(shape, 1536 if version == 5 else RESIDENT_THREADS,
+                                     {8: "thread", 9: "warp"}.get(version, ""))
     return layernorm_cluster_kernel(shape, vector_out=version == 2)
 
 
@@ -355,6 +413,9 @@ CLUSTER_V2 = _version(2, "v1 with 16-byte stores and 16-byte gamma and beta load
 CLUSTER_V4 = _version(4, "v3 holding half the floats a thread (twice the blocks a row, or the threads): 63 "
                          "registers and no spill where v3 spills 20 bytes")
 CLUSTER_V5 = _version(5, "v4 asking 1536 resident threads an SM: 40 registers, 12 bytes spilled")
+CLUSTER_V8 = _version(8, "v3 with a path that tests nothing for the threads whose vectors all lie inside the row "
+                         "(a width that is a multiple of 4): 16-byte loads and stores, no per-element test")
+CLUSTER_V9 = _version(9, "v8 taking the test-free path a warp at a time (a vote): no warp runs both paths")
 
 ln.WORKLOAD.add(Variant("cluster", "fused", "1 kernel, each row split across a thread-block cluster (softmax's "
                                             "layout); each block merges its slice into (count, mean, M2), the "

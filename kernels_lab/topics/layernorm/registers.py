@@ -46,7 +46,8 @@ def kernels_at(cols: int, staged: bool = False) -> list[tuple[str, Any, int, flo
     if shape is not None:
         found += [("fused", fused_kernel(shape), shape.block, shape.rows_per_block, 0),
                   ("persistent", fused_kernel(shape, hold=True), shape.block, shape.rows_per_block, 0)]
-    for name, version in (("cluster", 3), ("cluster v1", 1), ("cluster v2", 2), ("cluster v4", 4), ("cluster v5", 5)):
+    for name, version in (("cluster", 3), ("cluster v1", 1), ("cluster v2", 2), ("cluster v4", 4), ("cluster v5", 5),
+                          ("cluster v8", 8), ("cluster v9", 9)):
         held = layout(cols, version)
         if held is not None:
             found.append((name, cluster_kernel(held, version), held.threads, 1 / held.slices, 0))
