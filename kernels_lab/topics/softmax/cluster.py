@@ -32,12 +32,14 @@ from ...backend import BACKEND
 from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_launcher, cluster_rank,
                          cluster_refusal, cluster_sync, cluster_wait, dsmem_store)
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
+from ...intrinsics import load4, store4
 from ...reduce import LOWEST, block_md, exp_shifted_sum, md_combine
 from ...rows import pow2_at_least, row_jit
 from ...runtime import cuda
 from . import workload as sm  # first: it registers the variants of split.py, which needs it whole
 from . import split as sp  # noqa: I001
 
+_ALL_LANES = 0xFFFFFFFF
 SLICE_FLOATS = BACKEND.size(gpu=8192, simulator=64)  # floats a block holds by default (a GPU: 256 threads x 32;
                                                      # the simulator: several blocks a row at its small widths)
 
@@ -132,11 +134,15 @@ def swap_pairs(bm, bd, peer_m, peer_d, slot, k, j, tid):
 
 
 @functools.lru_cache(maxsize=None)
-def cluster_kernel(shape: ClusterShape):
+def cluster_kernel(shape: ClusterShape, whole: bool = False):
+    """whole (the study's v22): a warp whose every lane's vectors lie inside the row (cols % 4 == 0, the slice's
+    end not reached: all but a row's last warps) loads and stores with no test (a warp vote decides, so no warp
+    runs both paths); layernorm's v9, where the tests cost a memory-bound kernel issue slots."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
     held, slots = sm.CHUNK * C, 2 * K  # array sizes must be constants, not expressions
+    WHOLE = whole
 
-    @row_jit(f"softmax_cluster{K}_{T}x{C}", T)
+    @row_jit(f"softmax_cluster{K}_{T}x{C}" + ("_whole" if whole else ""), T)
     def softmax_cluster(x, out, rows, cols, slice_vectors):
         vals = cuda.local.array(held, np.float32)
         scratch_m = cuda.shared.array(T, np.float32)
@@ -149,10 +155,15 @@ def cluster_kernel(shape: ClusterShape):
         row, slot = cluster_index(), 0
         while row < rows:  # uniform across the cluster: every thread reaches every barrier
             row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
+            inside = WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end
+            if WHOLE:
+                inside = cuda.all_sync(_ALL_LANES, inside)
             m = LOWEST
             for k in range(C):  # all loads first, each independent: 16 C bytes in flight
                 v = first + tid + k * T
-                if v < end:
+                if inside:
+                    a0, a1, a2, a3 = load4(x, v)
+                elif v < end:
                     a0, a1, a2, a3 = sp.load_vector(x, v, row_lo, row_lo + cols, LOWEST)
                 else:
                     a0, a1, a2, a3 = LOWEST, LOWEST, LOWEST, LOWEST
@@ -163,7 +174,10 @@ def cluster_kernel(shape: ClusterShape):
             scale = math.exp(m - rm) / rd  # this thread's e = exp(x - m) rescaled to the row's max and sum
             for k in range(C):
                 v = first + tid + k * T
-                if v < end:
+                if inside:
+                    store4(out, v, vals[4 * k] * scale, vals[4 * k + 1] * scale, vals[4 * k + 2] * scale,
+                           vals[4 * k + 3] * scale)
+                elif v < end:
                     sp.store_vector(out, v, row_lo, row_lo + cols, vals[4 * k] * scale, vals[4 * k + 1] * scale,
                                     vals[4 * k + 2] * scale, vals[4 * k + 3] * scale)
             row += clusters
@@ -172,20 +186,22 @@ def cluster_kernel(shape: ClusterShape):
     return softmax_cluster
 
 
-def plan_cluster_for(size: Size, shape: ClusterShape | None = None) -> Plan:
+def plan_cluster_for(size: Size, shape: ClusterShape | None = None, whole: bool = False) -> Plan:
     """x once and out once; the pairs travel through shared memory (no global bytes)."""
     rows, cols = size.rows, size.cols
     shape = shape or cluster_shape(cols)
     if shape is None:
         raise ValueError(cluster_variant_refusal(cols))
-    return Plan((KernelLaunch(kernel_name(cluster_kernel(shape)), rows * shape.slices, shape.threads,
+    return Plan((KernelLaunch(kernel_name(cluster_kernel(shape, whole)), rows * shape.slices, shape.threads,
                               bytes_read=sm.F32 * rows * cols, bytes_written=sm.F32 * rows * cols,
                               read_bytes_in_flight=16 * shape.chunks),))
 
 
-def bind_cluster(inputs, outputs, stream=0, *, shape: ClusterShape | None = None, clusters: int | None = None):
+def bind_cluster(inputs, outputs, stream=0, *, shape: ClusterShape | None = None, clusters: int | None = None,
+                 whole: bool = False):
     """The cluster kernel's launcher: a cluster per row (or `clusters` clusters striding over the rows).
-    shape: another layout than the width's default (the benchmark and the tests compare several)."""
+    shape: another layout than the width's default (the benchmark and the tests compare several); whole: the
+    study's v22 (cluster_kernel's docstring)."""
     x, out, rows, cols = sm._check(inputs, outputs, vectors=True)  # 16-byte accesses at every width
     if (why := cluster_variant_refusal(cols)) is not None and shape is None:
         raise ArgumentError(why)
@@ -193,7 +209,7 @@ def bind_cluster(inputs, outputs, stream=0, *, shape: ClusterShape | None = None
         return sm._no_op
     shape = shape or cluster_shape(cols)
     grid = min(rows, clusters or rows) * shape.slices
-    return cluster_launcher(cluster_kernel(shape), grid, shape.threads, shape.slices,
+    return cluster_launcher(cluster_kernel(shape, whole), grid, shape.threads, shape.slices,
                             (sm._flat(x, rows, cols), sm._flat(out, rows, cols), rows, cols,
                              shape.slice_vectors(cols)), stream)
 
@@ -203,5 +219,10 @@ sm.WORKLOAD.add(Variant("cluster", "fused", "1 kernel, each row split across a t
                                             "each slice in registers; the blocks swap (max, sum) through "
                                             "distributed shared memory and one cluster barrier (cc >= 9.0)",
                         plan_cluster_for, bind_cluster, lambda size: cluster_variant_refusal(size.cols)))
+
+CLUSTER_WHOLE = Variant("cluster_whole", "fused", "the cluster kernel with a path that tests nothing for the warps "
+                        "whose vectors all lie inside the row (a warp vote); unregistered: the study's v22",
+                        functools.partial(plan_cluster_for, whole=True), functools.partial(bind_cluster, whole=True),
+                        lambda size: cluster_variant_refusal(size.cols))
 
 from . import cluster_exercise  # noqa: E402,F401  (lesson 04's exercise on the cluster's combine)

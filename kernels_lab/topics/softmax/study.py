@@ -5,9 +5,10 @@ the demo's committed table and figures/softmax_h100_*.png quote it.
 The versions, llm.c dev/cuda style: each registered variant (v1 fused_shared, v2 fused, v8 persistent, v9
 online, v13 unfused, v14 split: NUMBERS) and other layouts of their kernels (v3.., VERSIONS), each saying what
 it changes; v20 and v21, the cluster kernel staged through shared memory (staged.py), are timed by the group
-`staged` at the long rows. A version whose layout is an earlier line's at a width is checked there, not timed
+`staged` at the long rows; v22, the cluster kernel with a test-free path (layernorm's v9), by the group `whole`
+at all six shapes. A version whose layout is an earlier line's at a width is checked there, not timed
 twice. Every useful GB/s counts one read and one write of x (8 bytes per element) for everyone, torch
-included; split, cluster, v20 and v21 are also checked on x * 64 (rows near +-6400: their blocks combine partial
+included; split, cluster, v20, v21 and v22 are also checked on x * 64 (rows near +-6400: their blocks combine partial
 maxima of a row).
 """
 
@@ -24,6 +25,7 @@ from ...profile.study import Group, Line, Study, version
 from ...rows import pow2_at_least
 from . import workload as sm  # first: the workload imports split at its end (split needs it whole)
 from . import split as sp
+from .cluster import CLUSTER_WHOLE
 from .staged import STAGED, STAGED_HELD
 
 W = sm.WORKLOAD
@@ -34,6 +36,7 @@ SWEEP = tuple(W.size(rows=SWEEP_BYTES // (4 * (1 << k)), cols=1 << k) for k in r
 SWEEP_LINES = ("fused", "online", "split", "v16", "v18", "torch.softmax")
 STAGED_SHAPES = SHAPES[2], SHAPES[4], SHAPES[5]  # the long rows, where the cluster kernels run
 STAGED_LINES = ("split", "cluster", "v20", "v21", "torch.softmax", "torch.compile")
+WHOLE_LINES = ("fused", "split", "cluster", "v22", "torch.softmax", "torch.compile")  # group `whole`
 CHECK_ROWS = 67                     # odd: the last block of a row-per-warp layout is partly idle
 BIG = 64                            # the second check: x scaled by this, rows near +-6400, one element ~1
 NUMBERS = {"fused_shared": "v1", "fused": "v2", "persistent": "v8", "online": "v9", "unfused": "v13", "split": "v14"}
@@ -144,7 +147,9 @@ VERSIONS: tuple[Line, ...] = tuple(
     version("v20", STAGED, "cluster with each slice staged in shared memory by asynchronous copies, the next row's "
             "in flight during this row's exchange (staged.py)", fits=lambda size: size.cols >= 4096),
     version("v21", STAGED_HELD, "v20 reading its stage once into registers: one shared read and one exp an element",
-            fits=lambda size: size.cols >= 4096))
+            fits=lambda size: size.cols >= 4096),
+    version("v22", CLUSTER_WHOLE, "cluster with no test for the warps whose vectors all lie inside the row (a warp "
+            "vote): the tests cost issue slots (layernorm's v8 / v9)"))
 
 
 def describe(line: Line, size: Size) -> dict[str, Any]:
@@ -156,8 +161,9 @@ def describe(line: Line, size: Size) -> dict[str, Any]:
     return {"family": line.name, "number": NUMBERS.get(line.name), "layout": _layout_fields(shape, grid)}
 
 
-# every line but the staged kernels, which the group `staged` times at the long rows
-SHAPES_LINES = tuple(W.variants) + tuple(line.name for line in VERSIONS if line.name not in STAGED_LINES) + (
+# every line but the staged kernels and v22, which the groups `staged` and `whole` time
+SHAPES_LINES = tuple(W.variants) + tuple(line.name for line in VERSIONS
+                                         if line.name not in STAGED_LINES + WHOLE_LINES) + (
     "torch.softmax", "torch.compile")
 
 
@@ -168,7 +174,7 @@ def _softmax(torch, t, size):
 STUDY = Study(
     W,
     groups=(Group("shapes", SHAPES, lines=SHAPES_LINES), Group("sweep", SWEEP, lines=SWEEP_LINES, reps=10),
-            Group("staged", STAGED_SHAPES, lines=STAGED_LINES)),
+            Group("staged", STAGED_SHAPES, lines=STAGED_LINES), Group("whole", SHAPES, lines=WHOLE_LINES)),
     useful_bytes=lambda size: 8 * size.elements,
     check_size=lambda size: size.replace(rows=CHECK_ROWS),
     # one row: a row-per-warp block partly idle; 4096 columns for the splits of 4096-float slices
@@ -179,7 +185,7 @@ STUDY = Study(
              torch_anchor("torch.compile", "torch.softmax through torch.compile", _softmax, compiled=True)),
     rows_axis="rows",
     harder={f"x * {BIG}": lambda inputs: {**inputs, "x": inputs["x"] * np.float32(BIG)}},
-    harder_for=("split", "cluster", "v20", "v21"),  # the kernels whose blocks combine partial maxima of one row
+    harder_for=("split", "cluster", "v20", "v21", "v22"),  # the kernels whose blocks combine partial maxima of one row
     describe=describe,
     about="every variant and numbered version at six shapes and a width sweep, against torch",
 )
