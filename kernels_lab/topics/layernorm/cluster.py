@@ -300,17 +300,16 @@ def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THRE
         while row < rows:  # uniform across the cluster: every thread reaches every barrier
             row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
             row_hi = row_lo + cols
-            inside = WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end
-            if VOTE:
-                inside = cuda.all_sync(_ALL_LANES, inside)
-            if inside:
+            if VOTE:  # v9: the whole warp or none of it (every lane votes)
+                warp_inside = cuda.all_sync(_ALL_LANES, (cols & 3) == 0 and first + tid + (C - 1) * T < end)
+            if warp_inside if VOTE else WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end:
                 count, mean, q = _whole_stats(x, vals, first + tid, T, C)
             else:
                 count, mean, q = _edge_stats(x, vals, first, end, row_lo, row_hi, tid, T, C)
             bn, bm, bq = block_welford(count, mean, q, scratch_n, scratch_m, scratch_q)
             rn, rm, rq = swap_triples(bn, bm, bq, peer_n, peer_m, peer_q, slot, K, j, tid)
             r = _ONE / math.sqrt(rq / rn + eps)
-            if inside:
+            if warp_inside if VOTE else WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end:
                 _whole_out(out, gamma, beta, vals, first + tid, row_lo >> 2, rm, r, T, C)
             else:
                 for k in range(C):
