@@ -167,6 +167,9 @@ for (rows, cols), got in shapes.items():
 #   barrier, and every thread merges the k triples. It stores 16 bytes at a time, as v2 does, and its launch
 #   bound asks for 1024 resident threads an SM, so the compiler fits it in 64 registers a thread.
 #
+# The figure also draws the later versions, each in a section below: `v4` and `v5` (`cluster` without its spill,
+# two ways) and `v8` (the third version without its per-element tests).
+#
 # The long rows, from the same file:
 
 # %%
@@ -190,8 +193,9 @@ for got in long_rows(shapes, ("v1", "v2", "cluster", "unfused", "torch.layer_nor
 # %% [markdown]
 # One exchange instead of two and 16-byte stores in 64 registers: the cluster kernel now beats `unfused` and
 # torch's eager `layer_norm` on every long row, and takes about half of `v1`'s time. It is not at the copy
-# ceiling, and `torch.compile`'s kernel beats it at 32768 columns. Why v1 and v2 were slow, and what is left
-# in v3, is in the profile.
+# ceiling, and `torch.compile`'s kernel is the line that moves most between runs (the ratios above; on the
+# H200 below it is ahead of v3 at every long width). Why v1 and v2 were slow, and what is left in v3, is in
+# the profile.
 #
 # ### Why: the cluster kernels' profile
 # Nsight Compute ran each kernel once on the same H100 in the same call (`python -m
@@ -319,11 +323,82 @@ for study, shape in (("layernorm", "2048x32768"), ("softmax", "4096x32768")):
 # profile did not collect the issue slots), so the reading is "more work a byte with fewer warps to hide it",
 # not a proof of which unit binds. The next version follows from it:
 # `v7` (and softmax's v21) reads the stage once into registers and goes on as v3, asking the compiler for
-# the three blocks an SM the shared memory allows (the register table below counts it). It is built, tested on
-# the simulator and compiled for sm_90, and the study's group `staged` times it (`kernels-lab bench layernorm
-# --group staged`), but it has not run on a GPU yet: no number for it here. What this section shows is the
-# method (predict, build the smallest version, measure, profile, let the profile name the next step), and a
-# measured negative result; the H200's gap to the copy ceiling stays open.
+# the three blocks an SM the shared memory allows (the register table below counts it). The study's group
+# `staged` times both beside `cluster` (`kernels-lab bench layernorm --group staged`, and `softmax`), here on
+# an H200:
+
+# %%
+for study, lines in (("layernorm", ("cluster", "v6", "v7")), ("softmax", ("cluster", "v20", "v21"))):
+    run = lessons.committed(f"{study}_staged_h200.json")
+    by_shape = {}
+    for r in run["records"]:
+        by_shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+    print(f"{study}: {run['meta']['device'].split(' (')[0]}, {run['meta']['date'][:10]} "
+          f"(`{run['meta']['command'].split(' --json')[0]}`)")
+    list(long_rows(by_shape, lines + ("torch.compile",)))
+    print()
+
+# %% [markdown]
+# Reading the stage once wins back part of the loss, and no staged kernel beats the register kernel it comes
+# from. Nsight Compute in the same H200 run, this time with the scheduler's statistics (*issued*: the
+# instructions a warp scheduler issues per cycle, at most 1; *idle %*: the cycles it had no eligible warp):
+
+# %%
+def scheduler_table(files):
+    print(f"{'kernel':<36}{'us':>6}{'DRAM %':>8}{'SM %':>6}{'regs':>6}{'occupancy':>10}{'issued':>8}{'idle %':>8}"
+          f"{'spills':>9}")
+    for name in files:
+        for kernel, m in lessons.committed_ncu(name).items():
+            print(f"{kernel:<36}{m['Duration'] / 1e3:6.0f}{m['DRAM Throughput']:8.0f}"
+                  f"{m['Compute (SM) Throughput']:6.0f}{m['Registers Per Thread']:6.0f}"
+                  f"{m['Achieved Occupancy']:9.0f}%{m['Issued Warp Per Scheduler']:8.2f}{m['No Eligible']:8.0f}"
+                  f"{m['Local Memory Spilling Requests']:9.0f}")
+
+
+scheduler_table(("ncu_layernorm_staged_2048x32768_h200.csv", "ncu_softmax_staged_4096x32768_h200.csv"))
+
+# %% [markdown]
+# Look at v3's row (`layernorm_cluster2_512x8_v3`) before the staged ones: its schedulers issue an
+# instruction on most cycles while DRAM runs at half its peak, and it issues more than softmax's cluster
+# kernel (`softmax_cluster2_512x8`) for half the bytes. A kernel that should wait on memory is spending its
+# time issuing instructions. The staged kernels add instructions (shared-memory reads, a second exponential);
+# what v3 spends them on is the next section.
+#
+# ## The tests cost issue slots: v8 and v9
+# Every element v3 touches is tested against the row's ends: `load_vector` asks whether the 16-byte vector
+# lies inside the row, `_in_row` counts its elements, each deviation asks again per element, each weight
+# load and each store asks again (`_edge_stats` and the last loop of `layernorm_chan_kernel` in
+# `kernels_lab/topics/layernorm/cluster.py`). Only a row's last threads need any of it: when the width is a
+# multiple of 4, every other thread's vectors lie wholly inside the row. `v8` gives those threads a path with
+# no test at all (`_whole_stats`, `_whole_out`: 16-byte loads, 16-byte weight loads, 16-byte stores), chosen
+# once a row per thread. ptxas then fits it in 64 registers with no spill (v3 spills 20 bytes; the register
+# table below). Measured on an H100 (the study's `shapes` and `long` groups):
+
+# %%
+h100 = lessons.committed("layernorm_h100.json")
+print(f"{h100['meta']['device']}, {h100['meta']['date'][:10]} (`{h100['meta']['command'].split(' --json')[0]}`)\n")
+by_shape = {}
+for r in h100["records"]:
+    by_shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+names = [n for n in ("fused", "cluster", "v8", "v9", "torch.layer_norm", "torch.compile")
+         if any(n in got for got in by_shape.values())]
+print(f"{'rows x cols':<16}" + "".join(f"{n:>17}" for n in names) + "  fastest line (share of the copy ceiling)")
+for (rows, cols), got in by_shape.items():
+    best = max(got.values(), key=lambda r: r["of_ceiling"])["line"]
+    print(f"{rows:>6} x {cols:<8}" + "".join(f"{got[n]['of_ceiling']:>17.0%}" if n in got else f"{'-':>17}"
+                                               for n in names) + f"  {best}")
+print()
+scheduler_table(("ncu_layernorm_v8_2048x32768_h100.csv", "ncu_layernorm_v8_8192x8192_h100.csv"))
+
+# %% [markdown]
+# With the tests gone the schedulers issue far fewer instructions for the same bytes, sit idle more often
+# (waiting on memory, as a memory-bound kernel should), and DRAM's share rises; the last column names the
+# fastest of all the study's lines at each shape (v1 to v5 and `unfused` included). One shape goes the other
+# way: at 1000 columns a row is 250 vectors, a block of 32 threads holds 8 each, and
+# lanes 26 to 31 reach past the row: the warp's lanes take different paths, and a warp that diverges runs
+# both paths one after the other. `v9` decides a warp at a time instead (`cuda.all_sync`: the fast path only
+# if all 32 lanes can take it), so no warp runs both; softmax's cluster kernel with the same path is lesson
+# 04's study line v22 (`kernels-lab bench softmax --group whole`).
 #
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,
@@ -389,6 +464,10 @@ for shape, got in held.items():
 # - Staging the slice in shared memory with asynchronous copies (`cp.async`), the next row in flight during
 #   the exchange, was built, tested (the simulator lands a copy only at its wait) and measured: slower than
 #   the register kernel: more instruction work a byte, at lower occupancy. A measured negative result is a result.
+# - Read the scheduler's statistics before blaming memory: v3 issued an instruction on most cycles with DRAM
+#   at half its peak, and most of those instructions asked whether an element was inside the row. A path
+#   with no test for the threads (v8) or warps (v9) that need none moved it closer to the copy ceiling than any
+#   layout or staging change; a warp whose lanes split between two paths runs both.
 # - A store pattern can cost more than a statistic: a warp whose threads store one float each, 16 bytes
 #   apart, writes every sector four times (ncu counts it); 16-byte stores write it once.
 # - Weights every row shares can stay in registers across rows in a persistent kernel, at a price in
