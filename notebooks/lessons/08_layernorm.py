@@ -382,7 +382,8 @@ for r in h100["records"]:
     by_shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
 names = [n for n in ("fused", "cluster", "v8", "v9", "torch.layer_norm", "torch.compile")
          if any(n in got for got in by_shape.values())]
-print(f"{'rows x cols':<16}" + "".join(f"{n:>17}" for n in names) + "  fastest line (share of the copy ceiling)")
+print("share of the copy ceiling; the last column: the fastest of all the study's lines")
+print(f"{'rows x cols':<16}" + "".join(f"{n:>17}" for n in names) + "  fastest")
 for (rows, cols), got in by_shape.items():
     best = max(got.values(), key=lambda r: r["of_ceiling"])["line"]
     print(f"{rows:>6} x {cols:<8}" + "".join(f"{got[n]['of_ceiling']:>17.0%}" if n in got else f"{'-':>17}"
