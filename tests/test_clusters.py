@@ -232,6 +232,10 @@ def test_cluster_softmax_matches_float64(what, rows, cols, slices, threads, clus
     ("2 blocks of two warps: warp 0 could skip the tests, warp 1 cannot (each decides alone)", 3, 832, 2, 64, None,
      1.0),
     ("odd width: no warp may skip them", 3, 1003, 2, 32, None, 1.0),
+    ("width 250: block 0's lanes all lie inside row 0, but row 1 starts off a 16-byte boundary", 3, 250, 2, 32, None,
+     1.0),
+    ("width 504: lane 31's last vector is the slice's last (the vote is yes only with < end)", 3, 504, 2, 32, None,
+     1.0),
 ])
 def test_v22_skips_the_tests_only_where_a_whole_warp_is_inside_the_row(what, rows, cols, slices, threads, clusters_,
                                                                         scale, rng):
@@ -340,6 +344,8 @@ def test_cluster_cross_entropy_matches_float64(rows, cols, clusters_, rng):
      "path (11 could take the other)", 5, 132, 3, 2, 9),
     ("v9, 2 blocks, 4 chunks a thread, width a multiple of 4: every lane in the row, the vote is yes", 3, 1024, 2, None,
      9),
+    ("v9, width 250 (rows after the first start off a 16-byte boundary): a slice's lanes could all vote yes, the "
+     "width must not let them", 3, 250, 2, None, 9),
 ])
 def test_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, version, rng):
     from kernels_lab.topics.layernorm import cluster as lcl

@@ -153,12 +153,14 @@ for (rows, cols), got in shapes.items():
 # %% [markdown]
 # ![every variant and torch at each shape, GB/s](../figures/layernorm_h100_shapes.png)
 #
-# `cluster` spreads each row over a thread-block cluster that meets in distributed shared memory (lesson
-# 04's layout for long rows). It is meant for rows one block cannot hold (past `MAX_COLS` in
+# `cluster` spreads each row over a thread-block cluster that meets in distributed shared memory (lesson 04's
+# layout for long rows). It is meant for rows one block cannot hold (past `MAX_COLS` in
 # `kernels_lab/topics/layernorm/workload.py`): the last three rows of the table (the study's `long` group),
-# where only it, `unfused` and torch run. At the first four shapes, which one block holds, `fused` is the kernel
-# to use. `cluster` is the third version of the kernel (`kernels_lab/topics/layernorm/cluster.py`, the versions
-# side by side); the study times the earlier two beside it:
+# where only it, `unfused` and torch run. The first four shapes, which one block holds, are what `fused` is
+# built for (the section on v8 below prints a later cluster version passing it at two of them, and
+# torch's eager kernel at 1000 columns). `cluster` is the third version of the kernel
+# (`kernels_lab/topics/layernorm/cluster.py`, the versions side by side); the study times the earlier two
+# beside it:
 # - `v1` computes the mean, exchanges the k block sums through DSMEM, waits at a cluster barrier, then the
 #   squared deviations, a second exchange and barrier, and stores one float at a time;
 # - `v2` is v1 with 16-byte stores and 16-byte loads of gamma and beta;
@@ -193,9 +195,8 @@ for got in long_rows(shapes, ("v1", "v2", "cluster", "unfused", "torch.layer_nor
 # %% [markdown]
 # One exchange instead of two and 16-byte stores in 64 registers: the cluster kernel now beats `unfused` and
 # torch's eager `layer_norm` on every long row, and takes about half of `v1`'s time. It is not at the copy
-# ceiling, and `torch.compile`'s kernel is the line that moves most between runs (the ratios above; on the
-# H200 below it is ahead of v3 at every long width). Why v1 and v2 were slow, and what is left in v3, is in
-# the profile.
+# ceiling, and where `torch.compile`'s kernel stands against it changes from run to run and GPU to GPU (the
+# H200 tables below). Why v1 and v2 were slow, and what is left in v3, is in the profile.
 #
 # ### Why: the cluster kernels' profile
 # Nsight Compute ran each kernel once on the same H100 in the same call (`python -m
@@ -358,27 +359,28 @@ def scheduler_table(files):
 scheduler_table(("ncu_layernorm_staged_2048x32768_h200.csv", "ncu_softmax_staged_4096x32768_h200.csv"))
 
 # %% [markdown]
-# Look at v3's row (`layernorm_cluster2_512x8_v3`) before the staged ones: its schedulers issue an
-# instruction on most cycles while DRAM runs at half its peak, and it issues more than softmax's cluster
-# kernel (`softmax_cluster2_512x8`) for half the bytes. A kernel that should wait on memory is spending its
-# time issuing instructions. The staged kernels add instructions (shared-memory reads, a second exponential);
-# what v3 spends them on is the next section.
+# Look at v3's row (`layernorm_cluster2_512x8_v3`) before the staged ones: its schedulers issue an instruction
+# on most cycles while DRAM runs at half its peak, and it issues nearly as many instructions as softmax's
+# cluster kernel (`softmax_cluster2_512x8`) for half the bytes. A kernel that should wait on memory is
+# spending its time issuing instructions. The staged kernels add instructions (shared-memory reads, a second
+# exponential); what v3 spends them on is the next section.
 #
 # ## The tests cost issue slots: v8 and v9
 # Every element v3 touches is tested against the row's ends: `load_vector` asks whether the 16-byte vector
-# lies inside the row, `_in_row` counts its elements, each deviation asks again per element, each weight
-# load and each store asks again (`_edge_stats` and the last loop of `layernorm_chan_kernel` in
-# `kernels_lab/topics/layernorm/cluster.py`). Only a row's last threads need any of it: when the width is a
-# multiple of 4, every other thread's vectors lie wholly inside the row. `v8` gives those threads a path with
-# no test at all (`_whole_stats`, `_whole_out`: 16-byte loads, 16-byte weight loads, 16-byte stores), chosen
-# once a row per thread. ptxas then fits it in 64 registers with no spill (v3 spills 20 bytes; the register
-# table below). Measured on an H100 (the study's `shapes` and `long` groups):
+# lies inside the row, `_in_row` counts its elements, each deviation asks again per element, each weight load
+# and each store asks again (`_edge_stats` and the last loop of `layernorm_chan_kernel` in
+# `kernels_lab/topics/layernorm/cluster.py`). Only the last threads of each block's slice need any of it: when
+# the width is a multiple of 4, every other thread's vectors lie wholly inside the row. `v8` gives those
+# threads a path with no test at all (`_whole_stats`, `_whole_out`: 16-byte loads, 16-byte weight loads,
+# 16-byte stores), chosen once a row per thread. ptxas then fits it in v3's registers without v3's spill (the
+# register table below). Measured on an H100 (the study's `shapes` and `long` groups):
 
 # %%
 def versions_table(name):
     """Each shape's share of the copy ceiling for fused, cluster, v8, v9 and torch, and the fastest line."""
     run = lessons.committed(name)
-    print(f"{run['meta']['device']}, {run['meta']['date'][:10]} (`{run['meta']['command'].split(' --json')[0]}`)\n")
+    print(f"{run['meta']['device']}, {run['meta']['date'][:10]}, {run['meta']['reps']} repetitions "
+          f"(`{run['meta']['command'].split(' --json')[0]}`)\n")
     by_shape = {}
     for r in run["records"]:
         by_shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
@@ -405,16 +407,19 @@ scheduler_table(("ncu_layernorm_v8_2048x32768_h100.csv", "ncu_layernorm_v8_8192x
 # both paths one after the other. `v9` decides a warp at a time instead (`cuda.all_sync`: the fast path only
 # if all 32 lanes can take it), so no warp runs both; softmax's cluster kernel with the same path is lesson
 # 04's study line v22 (`kernels-lab bench softmax --group whole`). Both versions on an H200, in a run of the
-# same study that its time limit cut before the 131072-column shape (8 repetitions instead of 20):
+# same study that its time limit cut before the 131072-column shape, with fewer repetitions than the
+# study's (the header says how many):
 
 # %%
 versions_table("layernorm_v9_h200.json")
 
 # %% [markdown]
-# At 1000 columns v9 takes back what v8 lost to divergence, and elsewhere the two are within a point or so:
-# deciding per warp costs nothing where every lane agrees. The gain over `cluster` holds on the H200, where
-# it is the GPU of issue 36's targets, but not the distance to them: the rows past one block stay well short
-# of 0.9 of the copy ceiling there. The registered `cluster` is still v3: v9 would replace it once one run
+# At 1000 columns v9 takes back what v8 lost to divergence, and elsewhere the two are close (a run of few
+# repetitions: a point or two either way). Deciding per warp costs little where every lane agrees, but not
+# nothing: v9 keeps its vote across the row's exchange, and the register table shows it spilling a few bytes
+# at the long rows where v8 spills none. The gain over `cluster` holds on the H200, the GPU issue 36's
+# targets are set on, but the targets do not: the rows past one block stay well short of 0.9 of the copy
+# ceiling there. The registered `cluster` is still v3: v9 would replace it once one run
 # times it at every shape on both GPUs (the H100 file above has no v9, this one no 131072 columns).
 #
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
@@ -466,7 +471,7 @@ for shape, got in held.items():
 # The table also says where registers do *not* matter. `fused` runs between about two thirds and three
 # quarters occupancy at the 256 MiB shapes and reaches most of the copy ceiling at each of them: past some
 # number of resident warps, enough bytes are in flight, and more residency buys nothing. (The 1000-column
-# shape moves a quarter of the bytes, where a launch's fixed costs weigh more, for torch too.) Occupancy is
+# shape moves a quarter of the bytes, where a launch's fixed costs weigh more.) Occupancy is
 # a cause only below that point, as for the cluster kernels above.
 #
 # ## Summary
@@ -482,9 +487,9 @@ for shape, got in held.items():
 #   the exchange, was built, tested (the simulator lands a copy only at its wait) and measured: slower than
 #   the register kernel: more instruction work a byte, at lower occupancy. A measured negative result is a result.
 # - Read the scheduler's statistics before blaming memory: v3 issued an instruction on most cycles with DRAM
-#   at half its peak, and most of those instructions asked whether an element was inside the row. A path
-#   with no test for the threads (v8) or warps (v9) that need none moved it closer to the copy ceiling than any
-#   layout or staging change; a warp whose lanes split between two paths runs both.
+#   at half its peak, and a path with no test for the threads (v8) or warps (v9) that need none cut its
+#   instructions by about half and moved it closer to the copy ceiling than any layout or staging change; a
+#   warp whose lanes split between two paths runs both.
 # - A store pattern can cost more than a statistic: a warp whose threads store one float each, 16 bytes
 #   apart, writes every sector four times (ncu counts it); 16-byte stores write it once.
 # - Weights every row shares can stay in registers across rows in a persistent kernel, at a price in

@@ -20,8 +20,9 @@ Seven versions, numbered as they were written, each changing one thing the profi
   v4  v3 holding 16 floats a thread instead of 32 (twice the blocks a row, or twice the threads): no spill
   v5  v4 asking 1536 resident threads an SM (40 registers at the long rows' layouts, 12 bytes spilled): more
       warps, more bytes in flight
-  v8  v3 with a second path for a thread whose vectors all lie inside the row (every thread but a row's last
-      few, when the width is a multiple of 4): no test per element or vector, 16-byte weight loads and stores.
+  v8  v3 with a second path for a thread whose vectors all lie inside the row (every thread but the last few
+      of each block's slice, when the width is a multiple of 4): no test per element or vector, 16-byte weight
+      loads and stores.
       Nsight Compute on the H200 found v3 issuing an instruction on 62% of the scheduler's cycles with DRAM at
       49%: the tests (is this element in the row?) cost issue slots a memory-bound kernel should not spend
       (v6 and v7, staged.py, came between)
@@ -277,7 +278,8 @@ def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THRE
     """v3: one exchange a row, of (count, mean, M2) merged by Chan's rule; 16-byte loads and stores.
     resident: the threads an SM the launch bound asks for (the compiler caps registers to fit them).
     whole: "thread" (v8): a thread whose every vector lies inside the row (cols % 4 == 0, not past its slice's
-    end) takes a path with no per-element test, all but a row's last threads when the width is a multiple of 4;
+    end) takes a path with no per-element test, all but each slice's last threads when the width is a multiple
+    of 4;
     "warp" (v9): a warp takes it only if all its threads can (a warp vote), so no warp runs both paths."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
     held, slots, warps = 4 * C, 2 * K, T // 32
@@ -300,16 +302,18 @@ def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THRE
         while row < rows:  # uniform across the cluster: every thread reaches every barrier
             row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
             row_hi = row_lo + cols
+            # whether this thread's (v9: every lane's) vectors all lie inside the row, written out at both uses
+            # rather than kept in a variable: kept, v8 spills 8 bytes (ptxas), and v8's measured PTX is this one
             if VOTE:  # v9: the whole warp or none of it (every lane votes)
                 warp_inside = cuda.all_sync(_ALL_LANES, (cols & 3) == 0 and first + tid + (C - 1) * T < end)
-            if warp_inside if VOTE else WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end:
+            if (warp_inside if VOTE else WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end):
                 count, mean, q = _whole_stats(x, vals, first + tid, T, C)
             else:
                 count, mean, q = _edge_stats(x, vals, first, end, row_lo, row_hi, tid, T, C)
             bn, bm, bq = block_welford(count, mean, q, scratch_n, scratch_m, scratch_q)
             rn, rm, rq = swap_triples(bn, bm, bq, peer_n, peer_m, peer_q, slot, K, j, tid)
             r = _ONE / math.sqrt(rq / rn + eps)
-            if warp_inside if VOTE else WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end:
+            if (warp_inside if VOTE else WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end):
                 _whole_out(out, gamma, beta, vals, first + tid, row_lo >> 2, rm, r, T, C)
             else:
                 for k in range(C):
@@ -376,7 +380,7 @@ def plan_cluster(size: Size, version: int = 3) -> Plan:
 def bind_cluster(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None,
                  version: int = 3):
     """A cluster per row (or `clusters` clusters striding over the rows); shape: another layout than the width's;
-    version: 1, 2, 4 or 5, the study's other kernels (the module's docstring)."""
+    version: 1, 2, 4, 5, 8 or 9, the study's other kernels (the module's docstring)."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
     require_aligned(x=x, out=out)  # 16-byte vectors at every width (split.py's: rows need not start aligned)
     if shape is None and (why := version_refusal(cols, version)) is not None:

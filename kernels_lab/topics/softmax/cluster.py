@@ -136,7 +136,7 @@ def swap_pairs(bm, bd, peer_m, peer_d, slot, k, j, tid):
 @functools.lru_cache(maxsize=None)
 def cluster_kernel(shape: ClusterShape, whole: bool = False):
     """whole (the study's v22): a warp whose every lane's vectors lie inside the row (cols % 4 == 0, the slice's
-    end not reached: all but a row's last warps) loads and stores with no test (a warp vote decides, so no warp
+    end not reached: all but each slice's last warps) loads and stores with no test (a warp vote decides, so no warp
     runs both paths); layernorm's v9, where the tests cost a memory-bound kernel issue slots."""
     K, T, C = shape.slices, shape.threads, shape.chunks  # compile-time constants
     held, slots = sm.CHUNK * C, 2 * K  # array sizes must be constants, not expressions
