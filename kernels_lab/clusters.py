@@ -54,6 +54,13 @@ class ClusterError(RuntimeError):
     """A cluster launch or a cluster operation that cannot run as written."""
 
 
+class ClusterAborted(ClusterError):
+    """The simulator's block that stopped waiting because another block of its cluster failed: a consequence,
+    never the error to report (sim_coresident raises the other block's)."""
+
+    consequence = True
+
+
 def cluster_refusal(cc: tuple[int, int] | None = None) -> str | None:
     """Why this machine cannot run thread-block clusters, or None. cc: the compute capability to judge
     (by default the device's; the simulator and the PTX back-end run them)."""
@@ -171,6 +178,7 @@ class _Barrier:
         self.count, self.arrived, self.phase = count, 0, 0
         self.progress = time.monotonic()  # when a thread last arrived (slow Python threads are no hang)
         self.cond = threading.Condition()
+        self.members: set = set()  # the threads that have arrived: one that raised marks its block's .abort
 
 
 def _me():
@@ -219,6 +227,7 @@ def _arrive() -> None:
     b = _barrier(t, k)
     with b.cond:
         t._kl_cluster_phase = b.phase
+        b.members.add(t)
         b.arrived += 1
         b.progress = time.monotonic()
         if b.arrived == b.count:
@@ -237,6 +246,9 @@ def _wait() -> None:
         while b.phase == phase:
             if t.abort:
                 raise RuntimeError("abort flag set while waiting at the cluster barrier")
+            if any(m.abort for m in b.members):  # a thread of another block raised: its error is the one to tell
+                raise ClusterAborted(f"block {tuple(t.blockIdx)} stopped waiting at the cluster barrier: another "
+                                     f"block of its cluster failed")
             if time.monotonic() - b.progress > BARRIER_LIMIT_S:
                 raise ClusterError(f"block {tuple(t.blockIdx)} waited at the cluster barrier {BARRIER_LIMIT_S:.0f} s "
                                    f"after the last arrival: {b.count - b.arrived} of the cluster's {b.count} "

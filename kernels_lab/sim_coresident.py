@@ -78,9 +78,9 @@ def install() -> None:
                 running, BlockManager._running = BlockManager._running, []
                 for thread, _ in running:
                     thread.join()
-                for _, errs in running:
-                    if errs:
-                        raise errs[0]
+                found = [e for _, errs in running for e in errs]
+                if found:  # the cause, not a block that stopped because of it (clusters.ClusterAborted)
+                    raise next((e for e in found if not getattr(e, "consequence", False)), found[0])
 
     BlockManager.__name__ = "BlockManager"
     setattr(BlockManager, _MARK, True)

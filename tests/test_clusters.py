@@ -100,6 +100,24 @@ def test_a_thread_that_never_reaches_the_barrier_is_an_error_not_a_hang(monkeypa
         cluster_launcher(one_thread_skips, 2, 2, 2, (cuda.to_device(np.zeros(1, np.float32)),))()
 
 
+@cuda.jit
+def second_block_fails(out):
+    cluster_sync()
+    if cluster_rank() == 1 and cuda.threadIdx.x == 0:
+        out[5] = 1.0  # out holds 1 float: an IndexError on the simulator, before this thread's second arrival
+    cluster_sync()
+
+
+@sim_only
+def test_a_block_that_fails_stops_its_cluster_at_once_and_its_error_is_the_one_raised(monkeypatch):
+    import time
+    monkeypatch.setattr(clusters, "BARRIER_LIMIT_S", 60.0)
+    start = time.monotonic()
+    with pytest.raises(IndexError):  # the cause; block 0 stopped waiting with a ClusterAborted, not raised
+        cluster_launcher(second_block_fails, 2, 2, 2, (cuda.to_device(np.zeros(1, np.float32)),))()
+    assert time.monotonic() - start < 10  # not the barrier's limit: block 0 sees block 1's failure
+
+
 @sim_only
 def test_a_cluster_operation_outside_a_cluster_launch_is_an_error():
     out = cuda.to_device(np.zeros(1, np.float32))
