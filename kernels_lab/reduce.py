@@ -36,7 +36,7 @@ import numpy as np
 from .runtime import cuda
 
 LOWEST = np.float32(-np.finfo(np.float32).max)  # the identity of max, and m of an empty partial
-_ALL_LANES = 0xFFFFFFFF
+ALL_LANES = 0xFFFFFFFF  # every lane of a warp: the mask of a *_sync call
 
 
 @cuda.jit(device=True, inline=True)
@@ -66,7 +66,7 @@ def warp_reduce(op):
         v = value
         lanes = 16
         while lanes > 0:  # butterfly: afterwards every lane holds its warp's result
-            v = op(v, cuda.shfl_xor_sync(_ALL_LANES, v, lanes))
+            v = op(v, cuda.shfl_xor_sync(ALL_LANES, v, lanes))
             lanes //= 2
         return v
 
@@ -105,7 +105,7 @@ block_max = block_reduce(_max)
 def warp_md(m, d):
     lanes = 16
     while lanes > 0:
-        m, d = md_combine(m, d, cuda.shfl_xor_sync(_ALL_LANES, m, lanes), cuda.shfl_xor_sync(_ALL_LANES, d, lanes))
+        m, d = md_combine(m, d, cuda.shfl_xor_sync(ALL_LANES, m, lanes), cuda.shfl_xor_sync(ALL_LANES, d, lanes))
         lanes //= 2
     return m, d
 

@@ -132,11 +132,17 @@ for v in w.variants.values():
 # topic's study, `kernels_lab/topics/layernorm/study.py`) measures the same lines today.
 
 # %%
+def shapes_of(run):
+    """A committed results file's records as {(rows, cols): {line: record}}, in the order they ran."""
+    found = {}
+    for r in run["records"]:
+        found.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+    return found
+
+
 res = lessons.committed("layernorm_h100.json")
 ceiling = res["meta"]["ceiling_GBs"]
-shapes = {}
-for r in res["records"]:
-    shapes.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+shapes = shapes_of(res)
 names = [n for n in ("unfused", "fused", "persistent", "cluster", "v1", "v2", "torch.layer_norm", "torch.compile")
          if any(n in got for got in shapes.values())]
 print(f"{res['meta']['device']}, {res['meta']['date'][:10]}, copy ceiling {ceiling:.0f} GB/s "
@@ -246,9 +252,7 @@ profile_table("h100")
 # %%
 h200 = lessons.committed("layernorm_h200.json")
 print(f"{h200['meta']['device']}, {h200['meta']['date'][:10]}, copy ceiling {h200['meta']['ceiling_GBs']:.0f} GB/s\n")
-wide = {}
-for r in h200["records"]:
-    wide.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+wide = shapes_of(h200)
 list(long_rows(wide, ("v1", "v2", "cluster", "v4", "v5", "unfused", "torch.layer_norm", "torch.compile")))
 print()
 profile_table("h200")
@@ -286,9 +290,7 @@ profile_table("h200")
 # %%
 for study, first in (("layernorm", "v6"), ("softmax", "v20")):
     probe = lessons.committed(f"staged_probe_{study}_h100.json")
-    by_shape = {}
-    for r in probe["records"]:
-        by_shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+    by_shape = shapes_of(probe)
     print(f"{study}: {probe['meta']['device'].split(' (')[0]}, {probe['meta']['date'][:10]}")
     rows_seen = list(long_rows(by_shape, ("cluster", first, "s3", "c4", "c4s4", "percluster", "torch.compile")))
     ahead = [100 * (got[first]["of_ceiling"] - got["percluster"]["of_ceiling"]) for got in rows_seen]
@@ -331,9 +333,7 @@ for study, shape in (("layernorm", "2048x32768"), ("softmax", "4096x32768")):
 # %%
 for study, lines in (("layernorm", ("cluster", "v6", "v7")), ("softmax", ("cluster", "v20", "v21"))):
     run = lessons.committed(f"{study}_staged_h200.json")
-    by_shape = {}
-    for r in run["records"]:
-        by_shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+    by_shape = shapes_of(run)
     print(f"{study}: {run['meta']['device'].split(' (')[0]}, {run['meta']['date'][:10]} "
           f"(`{run['meta']['command'].split(' --json')[0]}`)")
     list(long_rows(by_shape, lines + ("torch.compile",)))
@@ -381,9 +381,7 @@ def versions_table(name):
     run = lessons.committed(name)
     print(f"{run['meta']['device']}, {run['meta']['date'][:10]}, {run['meta']['reps']} repetitions "
           f"(`{run['meta']['command'].split(' --json')[0]}`)\n")
-    by_shape = {}
-    for r in run["records"]:
-        by_shape.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
+    by_shape = shapes_of(run)
     names = [n for n in ("fused", "cluster", "v8", "v9", "torch.layer_norm", "torch.compile")
              if any(n in got for got in by_shape.values())]
     print("share of the copy ceiling; the last column: the fastest of all the study's lines")

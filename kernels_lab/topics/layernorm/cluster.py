@@ -49,7 +49,7 @@ from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_lau
 from ...clusters import cluster_refusal as clusters_refusal
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...intrinsics import load4, store4
-from ...reduce import LOWEST, block_sum
+from ...reduce import ALL_LANES, LOWEST, block_sum
 from ...runtime import cuda
 from ..softmax import cluster as scl
 from ..softmax import split as sp
@@ -58,7 +58,6 @@ from . import workload as ln
 from .welford import welford_combine
 
 RESIDENT_THREADS = 1024  # v3's launch bound: this many threads an SM, so ptxas fits 64 registers a thread
-_ALL_LANES = 0xFFFFFFFF
 
 _ZERO, _ONE = np.float32(0), np.float32(1)
 
@@ -243,9 +242,9 @@ def block_welford(n, mean, m2, scratch_n, scratch_m, scratch_q):
     this triple)."""
     lanes = 16
     while lanes > 0:
-        n, mean, m2 = welford_combine(n, mean, m2, cuda.shfl_xor_sync(_ALL_LANES, n, lanes),
-                                      cuda.shfl_xor_sync(_ALL_LANES, mean, lanes),
-                                      cuda.shfl_xor_sync(_ALL_LANES, m2, lanes))
+        n, mean, m2 = welford_combine(n, mean, m2, cuda.shfl_xor_sync(ALL_LANES, n, lanes),
+                                      cuda.shfl_xor_sync(ALL_LANES, mean, lanes),
+                                      cuda.shfl_xor_sync(ALL_LANES, m2, lanes))
         lanes //= 2
     tid = cuda.threadIdx.x
     if (tid & 31) == 0:
@@ -305,7 +304,7 @@ def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THRE
             # whether this thread's (v9: every lane's) vectors all lie inside the row, written out at both uses
             # rather than kept in a variable: kept, v8 spills 8 bytes (ptxas), and v8's measured PTX is this one
             if VOTE:  # v9: the whole warp or none of it (every lane votes)
-                warp_inside = cuda.all_sync(_ALL_LANES, (cols & 3) == 0 and first + tid + (C - 1) * T < end)
+                warp_inside = cuda.all_sync(ALL_LANES, (cols & 3) == 0 and first + tid + (C - 1) * T < end)
             if (warp_inside if VOTE else WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end):
                 count, mean, q = _whole_stats(x, vals, first + tid, T, C)
             else:

@@ -33,13 +33,12 @@ from ...clusters import (MAX_CLUSTER, cluster_arrive, cluster_index, cluster_lau
                          cluster_refusal, cluster_sync, cluster_wait, dsmem_store)
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...intrinsics import load4, store4
-from ...reduce import LOWEST, block_md, exp_shifted_sum, md_combine
+from ...reduce import ALL_LANES, LOWEST, block_md, exp_shifted_sum, md_combine
 from ...rows import pow2_at_least, row_jit
 from ...runtime import cuda
 from . import workload as sm  # first: it registers the variants of split.py, which needs it whole
 from . import split as sp  # noqa: I001
 
-_ALL_LANES = 0xFFFFFFFF
 SLICE_FLOATS = BACKEND.size(gpu=8192, simulator=64)  # floats a block holds by default (a GPU: 256 threads x 32;
                                                      # the simulator: several blocks a row at its small widths)
 
@@ -157,7 +156,7 @@ def cluster_kernel(shape: ClusterShape, whole: bool = False):
             row_lo, first, end = sp.slice_bounds(row, cols, slice_vectors, j)
             inside = WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end
             if WHOLE:
-                inside = cuda.all_sync(_ALL_LANES, inside)
+                inside = cuda.all_sync(ALL_LANES, inside)
             m = LOWEST
             for k in range(C):  # all loads first, each independent: 16 C bytes in flight
                 v = first + tid + k * T
