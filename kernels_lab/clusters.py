@@ -41,6 +41,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from .arrays import ArgumentError
 from .backend import BACKEND
 from .runtime import ON_SIMULATOR, BackendError
 
@@ -142,6 +143,21 @@ def max_active_clusters(launch) -> int | None:
     if err != driver.CUresult.CUDA_SUCCESS:
         raise ClusterError(f"cuOccupancyMaxActiveClusters({launch.name}): {err!r}")
     return int(n)
+
+
+def resident_launcher(kernel, rows: int, slices: int, block: int, args: tuple, stream: Any = 0,
+                      clusters: int | None = None, dynamic_shared: int = 0) -> Callable[..., None]:
+    """A persistent grid: as many clusters of `slices` blocks as the GPU holds at once (at most one a row), each
+    striding over the rows; `clusters` another count (the simulator, one cluster at a time, takes one a row)."""
+    def launcher(count: int):
+        return cluster_launcher(kernel, count * slices, block, slices, args, stream, dynamic_shared=dynamic_shared)
+    if clusters is None:
+        resident = max_active_clusters(launcher(1))
+        if resident == 0:
+            raise ArgumentError(f"clusters of {slices} blocks of {block} threads with {dynamic_shared} bytes of "
+                                f"dynamic shared memory a block cannot run on this GPU")
+        clusters = resident or rows
+    return launcher(min(rows, clusters))
 
 
 # -- the simulator: clusters of blocks side by side ------------------------------------------------------

@@ -414,6 +414,42 @@ def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, version, rng):
     assert bad is None, f"v{version}: {bad}"
 
 
+@pytest.mark.parametrize("what,rows,cols,slices,clusters_", [
+    ("2 blocks of 4 chunks a thread, one cluster striding over 3 rows: every row's output from the weights "
+     "each block copied once", 3, 1024, 2, 1),
+    ("2 blocks of 8 chunks, 2 clusters over 5 rows (each block's slice of the weights, not block 0's)", 5, 2048, 2,
+     2),
+    ("3 blocks, 2 clusters, 5 rows, a width a multiple of 4 whose slices' lanes vote no: the tested path", 5, 132, 3,
+     2),
+    ("width 250: rows start off a 16-byte boundary, no weights copied, the tested path", 3, 250, 2, 1),
+    ("the width's layout (v4's), a cluster per row", 3, 1000, None, None),
+])
+def test_the_onchip_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, rng):
+    from kernels_lab.topics.layernorm import onchip
+    w = get_workload("layernorm")
+    size = w.size(rows=rows, cols=cols)
+    inputs = w.make_inputs(size, rng)
+    outputs = poisoned(w.output_specs(size))
+    shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=32)
+    onchip.bind_onchip(to_device(inputs), outputs, shape=shape, clusters=clusters_)()
+    _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
+    assert bad is None, f"v10, {what}: {bad}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("resident", [1536, 1024], ids=["v10", "v11"])
+@pytest.mark.parametrize("rows,cols", [(5, 16385), (700, 16384), (300, 65536), (100, 131072), (100, 131071)])
+def test_the_onchip_cluster_layernorm_on_the_gpu(rows, cols, resident, rng):
+    from kernels_lab.topics.layernorm import onchip
+    w = get_workload("layernorm")
+    size = w.size(rows=rows, cols=cols)
+    inputs = w.make_inputs(size, rng)
+    outputs = poisoned(w.output_specs(size))
+    onchip.bind_onchip(to_device(inputs), outputs, resident=resident)()
+    _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
+    assert bad is None, f"resident {resident}, {rows} x {cols}: {bad}"
+
+
 # -- v6: slices staged through shared memory by asynchronous copies ----------------------------------------------
 
 def _staged(rows, cols, slices, clusters_, rng, threads=32, stages=2, held=False):

@@ -236,6 +236,20 @@ def _whole_out(out, gamma, beta, vals, v0, row_v, m, r, T, C):
 
 
 @cuda.jit(device=True, inline=True)
+def edge_out(out, gamma, beta, vals, first, end, row_lo, row_hi, tid, m, r, T, C):
+    """The row's output for the thread's vectors that start before `end`, testing every element against the
+    row's ends (v3's only path; v8's for a row's last threads)."""
+    for k in range(C):
+        v = first + tid + k * T
+        if v < end:
+            g0, g1, g2, g3 = _weights4(gamma, v, row_lo, row_hi)
+            b0, b1, b2, b3 = _weights4(beta, v, row_lo, row_hi)
+            sp.store_vector(out, v, row_lo, row_hi, (vals[4 * k] - m) * r * g0 + b0,
+                            (vals[4 * k + 1] - m) * r * g1 + b1, (vals[4 * k + 2] - m) * r * g2 + b2,
+                            (vals[4 * k + 3] - m) * r * g3 + b3)
+
+
+@cuda.jit(device=True, inline=True)
 def block_welford(n, mean, m2, scratch_n, scratch_m, scratch_q):
     """Every thread's (count, mean, M2) -> the block's, to every thread: a butterfly of Chan merges in each warp,
     lane 0 of each warp to `scratch_*`, one barrier, every thread merges the warps' (reduce.py's block_md, for
@@ -315,14 +329,7 @@ def layernorm_chan_kernel(shape: scl.ClusterShape, resident: int = RESIDENT_THRE
             if (warp_inside if VOTE else WHOLE and (cols & 3) == 0 and first + tid + (C - 1) * T < end):
                 _whole_out(out, gamma, beta, vals, first + tid, row_lo >> 2, rm, r, T, C)
             else:
-                for k in range(C):
-                    v = first + tid + k * T
-                    if v < end:
-                        g0, g1, g2, g3 = _weights4(gamma, v, row_lo, row_hi)
-                        b0, b1, b2, b3 = _weights4(beta, v, row_lo, row_hi)
-                        sp.store_vector(out, v, row_lo, row_hi, (vals[4 * k] - rm) * r * g0 + b0,
-                                        (vals[4 * k + 1] - rm) * r * g1 + b1, (vals[4 * k + 2] - rm) * r * g2 + b2,
-                                        (vals[4 * k + 3] - rm) * r * g3 + b3)
+                edge_out(out, gamma, beta, vals, first, end, row_lo, row_hi, tid, rm, r, T, C)
             row += clusters
             slot = 1 - slot
 

@@ -1,5 +1,5 @@
 """Layernorm's study (`kernels-lab bench layernorm`): every variant and the cluster kernel's numbered versions
-(v1, v2, v4, v5, v8, v9: cluster.py) at four shapes against torch's F.layer_norm, eager and torch.compile'd,
+(v1, v2, v4, v5, v8, v9: cluster.py; v10, v11: onchip.py) at four shapes against torch's F.layer_norm, eager and torch.compile'd,
 beside the copy ceiling; (group `long`) the rows past fused's MAX_COLS, where only `unfused` and the cluster
 kernels run; (group `staged`) the same rows for staged.py's v6 and v7 beside `cluster`. Lesson 08 and
 figures/layernorm_{h100,h200}_shapes.png quote it. Useful bytes: one read and one write of x (8 per element, for
@@ -10,15 +10,16 @@ from __future__ import annotations
 from ...profile.anchors import torch_anchor
 from ...profile.study import Group, Study, version
 from .cluster import CLUSTER_V1, CLUSTER_V2, CLUSTER_V4, CLUSTER_V5, CLUSTER_V8, CLUSTER_V9
+from .onchip import CLUSTER_V10, CLUSTER_V11
 from .staged import CLUSTER_V6, CLUSTER_V7
 from .workload import EPS, WORKLOAD as W
 
 SHAPES = tuple(W.size(rows=r, cols=c) for r, c in ((65536, 1024), (16384, 4096), (8192, 8192), (16384, 1000)))
 # rows one block cannot hold (past fused's MAX_COLS): where `cluster` is meant to pay; 256 MiB of x each
 LONG = tuple(W.size(rows=r, cols=c) for r, c in ((2048, 32768), (1024, 65536), (512, 131072)))
-LONG_LINES = ("unfused", "cluster", "v1", "v2", "v4", "v5", "v8", "v9", "torch.layer_norm", "torch.compile")
+LONG_LINES = ("unfused", "cluster", "v1", "v2", "v4", "v5", "v8", "v9", "v10", "v11", "torch.layer_norm", "torch.compile")
 STAGED_LINES = ("cluster", "v6", "v7", "torch.layer_norm", "torch.compile")  # staged.py's kernels, not `shapes`
-SHAPES_LINES = tuple(W.variants) + ("v1", "v2", "v4", "v5", "v8", "v9", "torch.layer_norm", "torch.compile")
+SHAPES_LINES = tuple(W.variants) + ("v1", "v2", "v4", "v5", "v8", "v9", "v10", "v11", "torch.layer_norm", "torch.compile")
 CHECK_ROWS = 67  # odd: a row-per-warp layout's last block is partly idle
 
 
@@ -40,7 +41,10 @@ STUDY = Study(
               version("v7", CLUSTER_V7, "v6 reading its stage once into registers: one shared read an element"),
               version("v8", CLUSTER_V8, "cluster (v3) with no per-element test for the threads whose vectors all "
                       "lie inside the row"),
-              version("v9", CLUSTER_V9, "v8 deciding a warp at a time (a vote): no warp runs both paths")),
+              version("v9", CLUSTER_V9, "v8 deciding a warp at a time (a vote): no warp runs both paths"),
+              version("v10", CLUSTER_V10, "v9 keeping gamma and beta in shared memory across rows, a grid of "
+                      "resident clusters striding over them (onchip.py)"),
+              version("v11", CLUSTER_V11, "v10 with 1024 resident threads an SM asked: 64 registers, no spill")),
     useful_bytes=lambda size: 8 * size.elements,
     check_size=lambda size: size.replace(rows=CHECK_ROWS),
     check_sizes=(W.size(rows=5, cols=67), W.size(rows=3, cols=516)),

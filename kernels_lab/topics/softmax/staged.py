@@ -27,8 +27,7 @@ import math
 import numpy as np
 
 from ...arrays import ArgumentError
-from ...clusters import (MAX_CLUSTER, cluster_index, cluster_launcher, cluster_rank, cluster_sync,
-                         max_active_clusters)
+from ...clusters import MAX_CLUSTER, cluster_index, cluster_rank, cluster_sync, resident_launcher
 from ...core import KernelLaunch, Plan, Size, Variant, kernel_name
 from ...instrument.ptxas import SHARED_PER_SM
 from ...intrinsics import async_commit, async_wait_group, copy16_async, load4
@@ -123,16 +122,8 @@ def staged_launcher(kernel, shape: scl.ClusterShape, rows: int, args: tuple, str
                     stages: int = 2):
     """As many clusters as the GPU holds at once (at most one a row), striding over the rows; `clusters` another
     count (the simulator, which runs one cluster at a time, takes one a row)."""
-    def launcher(count: int):
-        return cluster_launcher(kernel, count * shape.slices, shape.threads, shape.slices, args, stream,
-                                dynamic_shared=stage_bytes(shape, stages))
-    if clusters is None:
-        resident = max_active_clusters(launcher(1))
-        if resident == 0:
-            raise ArgumentError(f"the staged layout {shape} ({stage_bytes(shape, stages)} bytes of shared memory a "
-                                f"block) cannot run on this GPU")
-        clusters = resident or rows
-    return launcher(min(rows, clusters))
+    return resident_launcher(kernel, rows, shape.slices, shape.threads, args, stream, clusters,
+                             stage_bytes(shape, stages))
 
 
 @functools.lru_cache(maxsize=None)
