@@ -1,6 +1,6 @@
 """Layernorm's study (`kernels-lab bench layernorm`): every variant and the cluster kernel's numbered versions
-(v1, v2, v4, v5, v8, v9: cluster.py; v10, v11: onchip.py) at four shapes against torch's F.layer_norm, eager and torch.compile'd,
-beside the copy ceiling; (group `long`) the rows past fused's MAX_COLS, where only `unfused` and the cluster
+(v1, v2, v4, v5, v8, v9: cluster.py; v10, v11: onchip.py) at four shapes against torch's F.layer_norm, eager
+and torch.compile'd, beside the copy ceiling; (group `long`) the rows past fused's MAX_COLS, where only `unfused` and the cluster
 kernels run; (group `staged`) the same rows for staged.py's v6 and v7 beside `cluster`. Lesson 08 and
 figures/layernorm_{h100,h200}_shapes.png quote it. Useful bytes: one read and one write of x (8 per element, for
 every line and anchor: gamma and beta are 2 x cols floats, noise at these shapes)."""
@@ -17,9 +17,10 @@ from .workload import EPS, WORKLOAD as W
 SHAPES = tuple(W.size(rows=r, cols=c) for r, c in ((65536, 1024), (16384, 4096), (8192, 8192), (16384, 1000)))
 # rows one block cannot hold (past fused's MAX_COLS): where `cluster` is meant to pay; 256 MiB of x each
 LONG = tuple(W.size(rows=r, cols=c) for r, c in ((2048, 32768), (1024, 65536), (512, 131072)))
-LONG_LINES = ("unfused", "cluster", "v1", "v2", "v4", "v5", "v8", "v9", "v10", "v11", "torch.layer_norm", "torch.compile")
+VERSIONS = ("v1", "v2", "v4", "v5", "v8", "v9", "v10", "v11")  # the cluster kernel's, beside `cluster` (v3)
+LONG_LINES = ("unfused", "cluster") + VERSIONS + ("torch.layer_norm", "torch.compile")
 STAGED_LINES = ("cluster", "v6", "v7", "torch.layer_norm", "torch.compile")  # staged.py's kernels, not `shapes`
-SHAPES_LINES = tuple(W.variants) + ("v1", "v2", "v4", "v5", "v8", "v9", "v10", "v11", "torch.layer_norm", "torch.compile")
+SHAPES_LINES = tuple(W.variants) + VERSIONS + ("torch.layer_norm", "torch.compile")
 CHECK_ROWS = 67  # odd: a row-per-warp layout's last block is partly idle
 
 
