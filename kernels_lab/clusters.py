@@ -195,6 +195,16 @@ class _Barrier:
         self.progress = time.monotonic()  # when a thread last arrived (slow Python threads are no hang)
         self.cond = threading.Condition()
         self.members: set = set()  # the threads that have arrived: one that raised marks its block's .abort
+        self.cause = None  # (error, traceback) of a member that raised: the launch's error to report
+
+
+def failure_cause() -> BaseException | None:
+    """The error of a thread whose failure stopped its cluster's barrier in the simulated launch in progress
+    (sim_coresident reports it: its own block manager may have missed it), or None."""
+    from numba.cuda.simulator import kernel as sim_kernel
+    barriers = getattr(sim_kernel._kernel_context, "_kl_cluster_barriers", {})
+    cause = next((b.cause for b in barriers.values() if b.cause), None)
+    return cause and cause[0].with_traceback(cause[1])
 
 
 def _me():
@@ -262,7 +272,12 @@ def _wait() -> None:
         while b.phase == phase:
             if t.abort:
                 raise RuntimeError("abort flag set while waiting at the cluster barrier")
-            if any(m.abort for m in b.members):  # a thread of another block raised: its error is the one to tell
+            # a member raised. Its .exception is set at once; its block's .abort only once its block manager polls
+            # it, which numba's misses when the thread ends between a poll and the next: look at both
+            failed = next((m for m in b.members if m.exception or m.abort), None)
+            if failed is not None:
+                if failed.exception and not getattr(failed.exception[0], "consequence", False):
+                    b.cause = b.cause or failed.exception
                 raise ClusterAborted(f"block {tuple(t.blockIdx)} stopped waiting at the cluster barrier: another "
                                      f"block of its cluster failed")
             if time.monotonic() - b.progress > BARRIER_LIMIT_S:
