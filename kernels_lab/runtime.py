@@ -166,15 +166,14 @@ def _let_the_block_manager_yield() -> None:
 
     from numba.cuda.simulator import kernel
 
-    class BlockThread(kernel.BlockThread):
-        kernels_lab_yields = True
+    polled = kernel.BlockThread.is_alive  # threading.Thread's
 
-        def is_alive(self) -> bool:
-            _time.sleep(0)  # releases the GIL: the polled threads run between two polls
-            return super().is_alive()
+    def is_alive(self) -> bool:
+        _time.sleep(0)  # releases the GIL: the polled threads run between two polls
+        return polled(self)
 
-    BlockThread.__name__ = "BlockThread"
-    kernel.BlockThread = BlockThread
+    is_alive.kernels_lab_yields = True
+    kernel.BlockThread.is_alive = is_alive
 
 
 ON_GPU: bool = BACKEND_NAME == "gpu"
