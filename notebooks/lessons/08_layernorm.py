@@ -471,7 +471,37 @@ for shape, got in held.items():
 # number of resident warps, enough bytes are in flight, and more residency buys nothing. (The 1000-column
 # shape moves a quarter of the bytes, where a launch's fixed costs weigh more.) Occupancy is
 # a cause only below that point, as for the cluster kernels above.
-#
+
+# %% [markdown]
+# ## Weights on chip for the cluster kernel: v10 and v11, a prediction to measure
+# The section on persistence above found holding the weights no faster for `fused`: they come from L1 and L2
+# anyway. The cluster kernels may differ in one step. v8 and v9 store a row in the last loop of the kernel,
+# after the exchange, with no load of x in flight, and each stored vector waits for its gamma and beta (from
+# L1 or L2); softmax's cluster kernel has the same layout and no loads at all in that step, and it holds more of
+# the copy ceiling (lesson 04). `v10` (`kernels_lab/topics/layernorm/onchip.py`) is v9 run the persistent RNN's way
+# (lesson 05): a grid of as many clusters as the GPU holds at once strides over the rows, each block copies
+# its slice of gamma and beta into shared memory once, and every row's last step reads them there. `v11` is
+# v10 with v9's launch bound (1024 resident threads an SM). What the copy costs on chip, from the compiled
+# kernels (the table above, at the long rows):
+
+# %%
+print(f"{'rows x cols':<16}{'kernel':<13}{'regs':>5}{'spill':>6}{'weights in shared':>18}{'threads/SM':>11}  limited by")
+for shape, got in held.items():
+    if "cluster v10" in got and shape[1] > 16384:  # the long rows
+        for v in ("cluster v9", "cluster v10", "cluster v11"):
+            r = got[v]
+            print(f"{shape[0]:>6} x {shape[1]:<7}{v:<13}{r['registers']:>5}{r['spill_bytes']:>6}"
+                  f"{r.get('dynamic_shared_bytes', 0) // 1024:>15} KB{r['threads_per_sm']:>11}  {r['limited_by']}")
+
+# %% [markdown]
+# The prediction, written before any GPU ran them (`benchmarks/NOTES.md`): v10 or v11 at or above v9 at every
+# long row, and close to softmax's cluster kernel; no change at the short rows, where one block holds the row.
+# If they do not move, the weights were not what the last step waited for. Both are tested against float64 on
+# the simulator (a cluster striding over rows, each block's own slice of the weights); neither has run on a GPU
+# yet, so this lesson prints no number for them. To measure them on yours, beside v9, `cluster` and torch:
+# `kernels-lab bench layernorm --group long` (the study times v10 and v11 in its `shapes` group too).
+
+# %% [markdown]
 # ## Summary
 # - Layernorm is two dependent reductions (mean, then variance) and an elementwise step with weights:
 #   unfused, x crosses DRAM three times plus the output; fused, once plus the output.

@@ -1,6 +1,7 @@
 """Registers per thread and resident blocks per SM of every layernorm kernel on sm_90 (H100, H200), from the
 compiled kernels, with no GPU (instrument/ptxas.py: numba's compiler, then `ptxas -arch=sm_90 -v`; at the long
-rows also staged.py's v6 and v7, whose stages' shared memory counts). Lesson 08 reads the committed file beside
+rows also staged.py's v6 and v7, whose stages' shared memory counts, and at every width onchip.py's v10 and v11,
+whose weights' does). Lesson 08 reads the committed file beside
 the measured fractions of the copy ceiling:
 
     KERNELS_LAB_BACKEND=ptx python -m kernels_lab.topics.layernorm.registers figures/data/compiled/layernorm_registers_sm90.json
@@ -15,6 +16,7 @@ from ...instrument import ptxas
 from ...instrument.ptxas import THREADS_PER_SM, blocks_per_sm
 from ..softmax.staged import stage_bytes, staged_layout
 from .cluster import cluster_kernel, layout
+from .onchip import layernorm_onchip_kernel, onchip_layout, weight_bytes
 from .staged import layernorm_staged_kernel
 from .study import LONG, SHAPES
 from .workload import fused_kernel, fused_shape, stream_shape, unfused_kernels
@@ -51,6 +53,9 @@ def kernels_at(cols: int, staged: bool = False) -> list[tuple[str, Any, int, flo
         held = layout(cols, version)
         if held is not None:
             found.append((name, cluster_kernel(held, version), held.threads, 1 / held.slices, 0))
+    if (held := onchip_layout(cols)) is not None:  # v10, v11: gamma and beta in dynamic shared memory
+        found += [(f"cluster v{v}", layernorm_onchip_kernel(held, resident), held.threads, 1 / held.slices,
+                   weight_bytes(held)) for v, resident in ((10, 1536), (11, 1024))]
     if staged and (shape := staged_layout(cols)) is not None:
         found += [(f"cluster v{7 if once else 6}", layernorm_staged_kernel(shape, 2, once), shape.threads,
                    1 / shape.slices, stage_bytes(shape)) for once in (False, True)]  # once: the stage read once
