@@ -195,16 +195,6 @@ class _Barrier:
         self.progress = time.monotonic()  # when a thread last arrived (slow Python threads are no hang)
         self.cond = threading.Condition()
         self.members: set = set()  # the threads that have arrived: one that raised marks its block's .abort
-        self.cause = None  # (error, traceback) of a member that raised: the launch's error to report
-
-
-def failure_cause() -> BaseException | None:
-    """The error of a thread whose failure stopped its cluster's barrier in the simulated launch in progress
-    (sim_coresident reports it: its own block manager may have missed it), or None."""
-    from numba.cuda.simulator import kernel as sim_kernel
-    barriers = getattr(sim_kernel._kernel_context, "_kl_cluster_barriers", {})
-    cause = next((b.cause for b in barriers.values() if b.cause), None)
-    return cause and cause[0].with_traceback(cause[1])
 
 
 def _me():
@@ -250,6 +240,7 @@ def _arrive() -> None:
     if getattr(t, "_kl_cluster_phase", None) is not None:
         raise ClusterError(f"thread {tuple(t.threadIdx)} of block {tuple(t.blockIdx)} arrives at the cluster "
                            f"barrier twice without waiting in between (undefined in PTX)")
+    _stop_if_aborted(t)
     b = _barrier(t, k)
     with b.cond:
         t._kl_cluster_phase = b.phase
@@ -270,14 +261,13 @@ def _wait() -> None:
     b = _barrier(t, k)
     with b.cond:
         while b.phase == phase:
-            if t.abort:
-                raise RuntimeError("abort flag set while waiting at the cluster barrier")
-            # a member raised. Its .exception is set at once; its block's .abort only once its block manager polls
-            # it, which numba's misses when the thread ends between a poll and the next: look at both
-            failed = next((m for m in b.members if m.exception or m.abort), None)
-            if failed is not None:
-                if failed.exception and not getattr(failed.exception[0], "consequence", False):
-                    b.cause = b.cause or failed.exception
+            _stop_if_aborted(t)
+            # another block's thread raised (its error is set at once, its block's .abort once its block manager
+            # has seen it). A failure in this block is this block manager's to report (it then sets our .abort):
+            # a consequence raised here first could be the error it reports instead
+            mine = tuple(t.blockIdx)
+            failed = {tuple(m.blockIdx) for m in b.members if m.exception or m.abort}
+            if failed and mine not in failed:
                 raise ClusterAborted(f"block {tuple(t.blockIdx)} stopped waiting at the cluster barrier: another "
                                      f"block of its cluster failed")
             if time.monotonic() - b.progress > BARRIER_LIMIT_S:
@@ -287,6 +277,15 @@ def _wait() -> None:
                                    f"arrived (every thread of every block of the cluster must; on a GPU: a hang)")
             b.cond.wait(_POLL_S)
     t._kl_cluster_phase = None
+
+
+def _stop_if_aborted(t) -> None:
+    """A thread whose block has failed takes no further part in a cluster: a thread left running by a failed
+    launch (numba does not join them) would otherwise arrive at the next launch's barrier or read its blocks'
+    shared memory."""
+    if t.abort:
+        raise ClusterAborted(f"block {tuple(t.blockIdx)}: its block failed; this thread stops at its next cluster "
+                             f"operation")
 
 
 def _sync() -> None:
@@ -299,6 +298,7 @@ def _peer(a, rank):
     (source line, block))."""
     from numba.cuda.simulator import kernel as sim_kernel
     t, k = _me()
+    _stop_if_aborted(t)
     rank = int(rank)
     if not 0 <= rank < k:
         raise ClusterError(f"DSMEM access to block rank {rank} of a cluster of {k} (undefined on a GPU)")

@@ -48,11 +48,6 @@ def _cluster_of(f) -> int:
     return cluster_of(f)
 
 
-def _cluster_failure():
-    from .clusters import failure_cause
-    return failure_cause()
-
-
 def install() -> None:
     """Patch the simulator's block manager and shared arrays (idempotent; simulator only)."""
     from numba.cuda.simulator import kernel, kernelapi
@@ -85,8 +80,7 @@ def install() -> None:
                     thread.join()
                 found = [e for _, errs in running for e in errs]
                 if found:  # the cause, not a block that stopped because of it (clusters.ClusterAborted)
-                    cause = next((e for e in found if not getattr(e, "consequence", False)), None)
-                    raise cause or _cluster_failure() or found[0]
+                    raise next((e for e in found if not getattr(e, "consequence", False)), found[0])
 
     BlockManager.__name__ = "BlockManager"
     setattr(BlockManager, _MARK, True)

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,12 +111,53 @@ def second_block_fails(out):
 
 @sim_only
 def test_a_block_that_fails_stops_its_cluster_at_once_and_its_error_is_the_one_raised(monkeypatch):
-    import time
     monkeypatch.setattr(clusters, "BARRIER_LIMIT_S", 60.0)
     start = time.monotonic()
     with pytest.raises(IndexError):  # the cause; block 0 stopped waiting with a ClusterAborted, not raised
         cluster_launcher(second_block_fails, 2, 2, 2, (cuda.to_device(np.zeros(1, np.float32)),))()
     assert time.monotonic() - start < 10  # not the barrier's limit: block 0 sees block 1's failure
+
+
+@cuda.jit
+def fails_before_arriving(out):
+    if cluster_rank() == 1 and cuda.threadIdx.x == 0:
+        out[5] = 1.0  # out holds 1 float: this thread never arrives; its block's other thread waits for it
+    cluster_sync()
+
+
+@cuda.jit
+def a_thread_outlives_its_launch(a, out, fail):
+    b, tid = cuda.blockIdx.x, cuda.threadIdx.x
+    if fail[0] == 0.0:
+        time.sleep(0.4)  # launch 2: its threads reach their first barrier after the stale thread does
+    cluster_sync()
+    if fail[0] == 1.0 and b == 1 and tid == 1:
+        out[a.size + 100] = 1.0  # launch 1 fails here
+    if fail[0] == 1.0 and b == 0 and tid == 0:
+        time.sleep(0.2)  # still running when launch 1 has reported and launch 2 has started
+    cluster_sync()
+    out[b * 2 + tid] = a[b * 2 + tid]
+
+
+@sim_only
+def test_a_thread_failing_before_it_arrives_is_the_error_raised(monkeypatch):
+    monkeypatch.setattr(clusters, "BARRIER_LIMIT_S", 60.0)
+    start = time.monotonic()
+    with pytest.raises(IndexError):
+        cluster_launcher(fails_before_arriving, 2, 2, 2, (cuda.to_device(np.zeros(1, np.float32)),))()
+    assert time.monotonic() - start < 10
+
+
+@sim_only
+def test_a_thread_left_running_by_a_failed_launch_stays_out_of_the_next(monkeypatch):
+    # numba does not join a failed block's threads: one still running must not arrive at the next launch's barrier
+    monkeypatch.setattr(clusters, "BARRIER_LIMIT_S", 20.0)
+    a = np.arange(4, dtype=np.float32) + 1
+    with pytest.raises(IndexError):
+        cluster_launcher(a_thread_outlives_its_launch, 2, 2, 2, (a, np.zeros(4, np.float32), np.ones(1, np.float32)))()
+    out = np.zeros(4, np.float32)
+    cluster_launcher(a_thread_outlives_its_launch, 2, 2, 2, (a, out, np.zeros(1, np.float32)))()
+    assert np.array_equal(out, a)
 
 
 @sim_only
@@ -414,23 +456,25 @@ def test_cluster_layernorm_on_the_gpu_at_real_widths(cols, version, rng):
     assert bad is None, f"v{version}: {bad}"
 
 
-@pytest.mark.parametrize("what,rows,cols,slices,clusters_", [
+@pytest.mark.parametrize("what,rows,cols,slices,clusters_,threads", [
     ("2 blocks of 4 chunks a thread, one cluster striding over 3 rows: every row's output from the weights "
-     "each block copied once", 3, 1024, 2, 1),
+     "each block copied once", 3, 1024, 2, 1, 32),
     ("2 blocks of 8 chunks, 2 clusters over 5 rows (each block's slice of the weights, not block 0's)", 5, 2048, 2,
-     2),
+     2, 32),
     ("3 blocks, 2 clusters, 5 rows, a width a multiple of 4 whose slices' lanes vote no: the tested path", 5, 132, 3,
-     2),
-    ("width 250: rows start off a 16-byte boundary, no weights copied, the tested path", 3, 250, 2, 1),
-    ("the width's layout (v4's), a cluster per row", 3, 1000, None, None),
+     2, 32),
+    ("width 250: rows start off a 16-byte boundary, no weights copied, the tested path", 3, 250, 2, 1, 32),
+    ("the width's layout (v4's), a cluster per row", 3, 1000, None, None, 32),
+    ("2 blocks of 64 threads: warp 0 votes for the whole-vector path, warp 1 (lanes 58-63 past the slice) for the "
+     "tested one, in the same block", 3, 2000, 2, 1, 64),
 ])
-def test_the_onchip_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, rng):
+def test_the_onchip_cluster_layernorm_matches_float64(what, rows, cols, slices, clusters_, threads, rng):
     from kernels_lab.topics.layernorm import onchip
     w = get_workload("layernorm")
     size = w.size(rows=rows, cols=cols)
     inputs = w.make_inputs(size, rng)
     outputs = poisoned(w.output_specs(size))
-    shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=32)
+    shape = None if slices is None else cl.cluster_shape(cols, slices=slices, threads=threads)
     onchip.bind_onchip(to_device(inputs), outputs, shape=shape, clusters=clusters_)()
     _, bad = compare("out", outputs["out"].copy_to_host(), w.reference(inputs)["out"], w.tolerance)
     assert bad is None, f"v10, {what}: {bad}"

@@ -478,14 +478,16 @@ for shape, got in held.items():
 # anyway. The cluster kernels may differ in one step. v8 and v9 store a row in the last loop of the kernel,
 # after the exchange, with no load of x in flight, and each stored vector waits for its gamma and beta (from
 # L1 or L2); softmax's cluster kernel has the same layout and no loads at all in that step, and it holds more of
-# the copy ceiling (lesson 04). `v10` (`kernels_lab/topics/layernorm/onchip.py`) is v9 run the persistent RNN's way
-# (lesson 05): a grid of as many clusters as the GPU holds at once strides over the rows, each block copies
-# its slice of gamma and beta into shared memory once, and every row's last step reads them there. `v11` is
-# v10 with v9's launch bound (1024 resident threads an SM). What the copy costs on chip, from the compiled
-# kernels (the table above, at the long rows):
+# the copy ceiling (lesson 04). `v10` (`kernels_lab/topics/layernorm/onchip.py`) runs v9's code the
+# persistent RNN's way (lesson 05): a grid of as many clusters as the GPU holds at once strides over the rows,
+# each block copies its slice of gamma and beta into shared memory once, and every row's last step reads them
+# there. It also takes v4's layout (16 floats a thread, twice the blocks a row) and asks 1536 resident threads
+# an SM, so that three blocks fit their weights; `v11` asks v9's 1024. What that costs on chip, from the
+# compiled kernels (the table above, at the long rows):
 
 # %%
-print(f"{'rows x cols':<16}{'kernel':<13}{'regs':>5}{'spill':>6}{'weights in shared':>18}{'threads/SM':>11}  limited by")
+print(f"{'rows x cols':<16}{'kernel':<13}{'regs':>5}{'spill':>6}{'weights in shared':>18}{'threads/SM':>11}"
+      "  limited by")
 for shape, got in held.items():
     if "cluster v10" in got and shape[1] > 16384:  # the long rows
         for v in ("cluster v9", "cluster v10", "cluster v11"):
@@ -495,10 +497,12 @@ for shape, got in held.items():
 
 # %% [markdown]
 # The prediction, written before any GPU ran them (`benchmarks/NOTES.md`): v10 or v11 at or above v9 at every
-# long row, and close to softmax's cluster kernel; no change at the short rows, where one block holds the row.
-# If they do not move, the weights were not what the last step waited for. Both are tested against float64 on
-# the simulator (a cluster striding over rows, each block's own slice of the weights); neither has run on a GPU
-# yet, so this lesson prints no number for them. To measure them on yours, beside v9, `cluster` and torch:
+# long row, and close to softmax's cluster kernel. A result will not speak for the weights alone: v10 changes
+# the layout and the residency too, and v4's layout by itself measured below v3's at the long rows on both GPUs
+# (the register table's last column prints the H100's); at the rows one block holds, v10 splits each row over
+# two blocks where v9 uses one. Both are tested against float64 on the simulator (a cluster striding over rows,
+# each block's own slice of the weights, a block whose two warps take different paths); neither has run on a
+# GPU yet, so this lesson prints no number for them. To measure them on yours, beside v9, `cluster` and torch:
 # `kernels-lab bench layernorm --group long` (the study times v10 and v11 in its `shapes` group too).
 
 # %% [markdown]

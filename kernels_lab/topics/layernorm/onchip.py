@@ -14,7 +14,10 @@ those, so no barrier guards the copy. Other widths never take the path that read
 lanes all hold whole vectors), and their edge threads read the weights from global memory as v3 does.
 Layout: v4's (16 floats a thread, twice v3's blocks a row) with 1536 resident threads asked of the compiler, so
 that three blocks an SM fit their weights (2 x 32 KB at the long rows' layouts) and the registers (40 a thread,
-16 bytes spilled); v11 asks 1024 (64 registers, no spill, two blocks an SM).
+16 bytes spilled, in blocks of 128 threads or more; 64 and no spill in the 32-thread blocks of 1000-1024
+columns); v11 asks 1024 (64 registers, no spill, two blocks an SM). So v10 differs from v9 in three ways (the
+weights, the layout, the residency), and v4's layout alone measured below v3's on the H200: a difference from
+v9 is not the weights' alone.
 """
 
 from __future__ import annotations
