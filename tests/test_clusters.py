@@ -7,6 +7,7 @@ for sm_90 in a child on the PTX back-end and assembled with ptxas where it is in
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 
 from kernels_lab import clusters
-from kernels_lab.arrays import poisoned, to_device
+from kernels_lab.arrays import ArgumentError, poisoned, to_device
 from kernels_lab.checks import compare
 from kernels_lab.clusters import (ClusterError, cluster_arrive, cluster_launcher, cluster_rank, cluster_refusal,
                                   cluster_sync, cluster_wait, dsmem_load)
@@ -576,3 +577,18 @@ def test_the_staged_cluster_softmax_matches_float64(what, rows, cols, slices, cl
 def test_the_staged_cluster_softmax_on_the_gpu(rows, cols, held, rng):
     bad = _staged_softmax(rows, cols, None, None, rng, held=held)
     assert bad is None, f"staged softmax at {rows} x {cols}: {bad}"
+
+
+@pytest.mark.parametrize("bind", ["cluster", "v9", "v10", "v6"])
+def test_weights_that_do_not_start_on_16_bytes_are_refused_naming_them(bind, rng):
+    # the cluster kernels load gamma and beta 16 bytes at a time, as `fused` does (which refuses them too)
+    from kernels_lab.topics.layernorm import cluster as lcl, onchip, staged
+    binds = {"cluster": lcl.bind_cluster, "v9": functools.partial(lcl.bind_cluster, version=9),
+             "v10": onchip.bind_onchip, "v6": staged.bind_staged}
+    w = get_workload("layernorm")
+    size = w.size(rows=3, cols=1024)
+    inputs = to_device(w.make_inputs(size, rng))
+    for name in ("gamma", "beta"):
+        shifted = dict(inputs, **{name: cuda.to_device(np.zeros(size.cols + 1, np.float32))[1:]})
+        with pytest.raises(ArgumentError, match=f"{name}: its device address is not 16-byte aligned"):
+            binds[bind](shifted, poisoned(w.output_specs(size)))

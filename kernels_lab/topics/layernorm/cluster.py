@@ -388,7 +388,7 @@ def bind_cluster(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = 
     """A cluster per row (or `clusters` clusters striding over the rows); shape: another layout than the width's;
     version: 1, 2, 4, 5, 8 or 9, the study's other kernels (the module's docstring)."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
-    require_aligned(x=x, out=out)  # 16-byte vectors at every width (split.py's: rows need not start aligned)
+    require_aligned(x=x, gamma=gamma, beta=beta, out=out)  # 16-byte vectors (rows need not start aligned)
     if shape is None and (why := version_refusal(cols, version)) is not None:
         raise ArgumentError(why)
     if x.size == 0:

@@ -144,7 +144,7 @@ def bind_onchip(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = N
     """As many clusters as the GPU holds at once (at most one a row), striding over the rows; `shape` another
     layout than the width's, `clusters` another count; `resident` the launch bound's threads an SM (v11: 1024)."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
-    require_aligned(x=x, out=out)
+    require_aligned(x=x, gamma=gamma, beta=beta, out=out)
     if shape is None and (why := onchip_refusal(cols)) is not None:
         raise ArgumentError(why)
     if x.size == 0:

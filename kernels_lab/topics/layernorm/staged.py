@@ -130,7 +130,7 @@ def bind_staged(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = N
     """staged_launcher's grid (softmax/staged.py); `shape` another layout than the width's; `stages` rows of the
     slice in shared memory; `held`: v7."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
-    require_aligned(x=x, out=out)
+    require_aligned(x=x, gamma=gamma, beta=beta, out=out)
     if shape is None and (why := staged_refusal(cols)) is not None:
         raise ArgumentError(why)
     if x.size == 0:
