@@ -258,20 +258,19 @@ def _wait() -> None:
     if phase is None:
         raise ClusterError(f"thread {tuple(t.threadIdx)} of block {tuple(t.blockIdx)} waits at the cluster "
                            f"barrier without having arrived (call cluster_arrive first)")
-    b = _barrier(t, k)
+    b, mine = _barrier(t, k), tuple(t.blockIdx)
     with b.cond:
         while b.phase == phase:
             _stop_if_aborted(t)
             # another block's thread raised (its error is set at once, its block's .abort once its block manager
             # has seen it). A failure in this block is this block manager's to report (it then sets our .abort):
             # a consequence raised here first could be the error it reports instead
-            mine = tuple(t.blockIdx)
             failed = {tuple(m.blockIdx) for m in b.members if m.exception or m.abort}
             if failed and mine not in failed:
-                raise ClusterAborted(f"block {tuple(t.blockIdx)} stopped waiting at the cluster barrier: another "
+                raise ClusterAborted(f"block {mine} stopped waiting at the cluster barrier: another "
                                      f"block of its cluster failed")
             if time.monotonic() - b.progress > BARRIER_LIMIT_S:
-                raise ClusterError(f"block {tuple(t.blockIdx)} waited at the cluster barrier {BARRIER_LIMIT_S:.0f} s "
+                raise ClusterError(f"block {mine} waited at the cluster barrier {BARRIER_LIMIT_S:.0f} s "
                                    f"after the last arrival: {b.count - b.arrived} of the cluster's {b.count} "
                                    f"threads never "
                                    f"arrived (every thread of every block of the cluster must; on a GPU: a hang)")

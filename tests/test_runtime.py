@@ -87,7 +87,7 @@ def test_the_simulated_block_manager_yields_between_polls():
 
     import numpy as np
 
-    @runtime.cuda.jit
+    @cuda.jit
     def who(out):
         out[0] = getattr(threading.current_thread().is_alive, "kernels_lab_yields", False)  # the simulator runs Python
 

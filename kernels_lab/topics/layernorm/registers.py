@@ -15,7 +15,8 @@ from typing import Any
 from ...instrument import ptxas
 from ...instrument.ptxas import THREADS_PER_SM, blocks_per_sm
 from ..softmax.staged import stage_bytes, staged_layout
-from .cluster import cluster_kernel, layout
+from .cluster import RESIDENT_THREADS, cluster_kernel, layout
+from .onchip import RESIDENT_THREADS as ONCHIP_RESIDENT
 from .onchip import layernorm_onchip_kernel, onchip_layout, weight_bytes
 from .staged import layernorm_staged_kernel
 from .study import LONG, SHAPES
@@ -55,7 +56,7 @@ def kernels_at(cols: int, staged: bool = False) -> list[tuple[str, Any, int, flo
             found.append((name, cluster_kernel(held, version), held.threads, 1 / held.slices, 0))
     if (held := onchip_layout(cols)) is not None:  # v10, v11: gamma and beta in dynamic shared memory
         found += [(f"cluster v{v}", layernorm_onchip_kernel(held, resident), held.threads, 1 / held.slices,
-                   weight_bytes(held)) for v, resident in ((10, 1536), (11, 1024))]
+                   weight_bytes(held)) for v, resident in ((10, ONCHIP_RESIDENT), (11, RESIDENT_THREADS))]
     if staged and (shape := staged_layout(cols)) is not None:
         found += [(f"cluster v{7 if once else 6}", layernorm_staged_kernel(shape, 2, once), shape.threads,
                    1 / shape.slices, stage_bytes(shape)) for once in (False, True)]  # once: the stage read once
