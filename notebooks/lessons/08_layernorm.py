@@ -376,14 +376,13 @@ scheduler_table(("ncu_layernorm_staged_2048x32768_h200.csv", "ncu_softmax_staged
 # register table below). Measured on an H100 (the study's `shapes` and `long` groups):
 
 # %%
-def versions_table(name):
-    """Each shape's share of the copy ceiling for fused, cluster, v8, v9 and torch, and the fastest line."""
+def versions_table(name, lines=("fused", "cluster", "v8", "v9", "torch.layer_norm", "torch.compile")):
+    """Each shape's share of the copy ceiling for these lines (those the file has), and the fastest line."""
     run = lessons.committed(name)
     print(f"{run['meta']['device']}, {run['meta']['date'][:10]}, {run['meta']['reps']} repetitions "
           f"(`{run['meta']['command'].split(' --json')[0]}`)\n")
     by_shape = shapes_of(run)
-    names = [n for n in ("fused", "cluster", "v8", "v9", "torch.layer_norm", "torch.compile")
-             if any(n in got for got in by_shape.values())]
+    names = [n for n in lines if any(n in got for got in by_shape.values())]
     print("share of the copy ceiling; the last column: the fastest of all the study's lines")
     print(f"{'rows x cols':<16}" + "".join(f"{n:>17}" for n in names) + "  fastest")
     for (rows, cols), got in by_shape.items():
@@ -417,8 +416,8 @@ versions_table("layernorm_v9_h200.json")
 # nothing: v9 keeps its vote across the row's exchange, and the register table shows it spilling a few bytes
 # at the long rows where v8 spills none. The gain over `cluster` holds on the H200, the GPU issue 36's
 # targets are set on, but the targets do not: the rows past one block stay well short of 0.9 of the copy
-# ceiling there. The registered `cluster` is still v3: v9 would replace it once one run
-# times it at every shape on both GPUs (the H100 file above has no v9, this one no 131072 columns).
+# ceiling there. The registered `cluster` is still v3: v9 would replace it once it is timed at every shape on
+# both GPUs (the H100 runs of the next section time it at all seven; this H200 run has no 131072 columns).
 #
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,
@@ -473,7 +472,7 @@ for shape, got in held.items():
 # a cause only below that point, as for the cluster kernels above.
 
 # %% [markdown]
-# ## Weights on chip for the cluster kernel: v10 and v11, a prediction to measure
+# ## Weights on chip for the cluster kernel: v10 and v11, a prediction measured
 # The section on persistence above found holding the weights no faster for `fused`: they come from L1 and L2
 # anyway. The cluster kernels may differ in one step. v8 and v9 store a row in the last loop of the kernel,
 # after the exchange, with no load of x in flight, and each stored vector waits for its gamma and beta (from
@@ -497,13 +496,50 @@ for shape, got in held.items():
 
 # %% [markdown]
 # The prediction, written before any GPU ran them (`benchmarks/NOTES.md`): v10 or v11 at or above v9 at every
-# long row, and close to softmax's cluster kernel. A result will not speak for the weights alone: v10 changes
-# the layout and the residency too, and v4's layout by itself measured below v3's at the long rows on both GPUs
-# (the register table's last column prints the H100's); at the rows one block holds, v10 splits each row over
-# two blocks where v9 uses one. Both are tested against float64 on the simulator (a cluster striding over rows,
-# each block's own slice of the weights, a block whose two warps take different paths); neither has run on a
-# GPU yet, so this lesson prints no number for them. To measure them on yours, beside v9, `cluster` and torch:
-# `kernels-lab bench layernorm --group long` (the study times v10 and v11 in its `shapes` group too).
+# long row, and close to softmax's cluster kernel. A review corrected it before the run: a result would not speak
+# for the weights alone, since v10 changes the layout and the residency too, and v4's layout by itself had
+# measured below v3's at the long rows on both GPUs. Both were tested against float64 on the simulator (a
+# cluster striding over rows, each block's own slice of the weights, a block whose two warps take different
+# paths) and then on an H100 at five shapes, odd widths included (`figures/data/gpu_tests_clusters_h100.txt`).
+# Measured on the H100, beside v9, `cluster` and v4 / v5 (v3's code on v10's layout, at v11's and v10's
+# residency), in two runs of the study, its `shapes` group and its `long` group:
+
+# %%
+ONCHIP_LINES = ("cluster", "v4", "v5", "v9", "v10", "v11", "torch.compile")
+onchip = {}
+for name in ("layernorm_shapes_h100.json", "layernorm_long_h100.json"):
+    versions_table(name, ONCHIP_LINES)
+    onchip.update(shapes_of(lessons.committed(name)))
+    print()
+print("points of the copy ceiling against v9 (negative: below it)")
+print(f"{'rows x cols':<16}{'v10':>6}{'v11':>6}")
+for (rows, cols), got in onchip.items():
+    v9 = got["v9"]["of_ceiling"]
+    print(f"{rows:>6} x {cols:<8}" + "".join(f"{100 * (got[v]['of_ceiling'] - v9):>+6.0f}" for v in ("v10", "v11")))
+print()
+scheduler_table(("ncu_layernorm_onchip_2048x32768_h100.csv",))
+
+# %% [markdown]
+# The prediction is refuted. From 4096 columns on, v10 and v11 sit below v9 at every shape, most at the
+# longest rows, and never reach softmax's cluster kernel. Only at 1000 and 1024 columns are they level with it,
+# and there v10's layout is v9's (a cluster of eight blocks of 32 threads): the one place the weights are the
+# only difference, and they change nothing measurable. Against v4 and v5, which run v3's code on v10's layout, they
+# are faster: the weights on chip and v9's test-free path do buy something on that layout, but the
+# layout costs more than they buy.
+#
+# The profile (the last table, at 2048 x 32768; v11 is `..._v10_r1024` there) says where it goes. v10 and v11 issue as many instructions a
+# scheduler-cycle as v3 does, where v9 issues far fewer for the same bytes: with half the floats a thread and
+# twice the blocks a row, every block does a row's fixed work (the block's reduction, the exchange, the cluster
+# barrier, the vote) for half as many bytes, and v10's 40 registers spill as v3's did (the spill column), where
+# v11 and v9 spill nothing. More resident threads (v10's higher occupancy) did not pay for the extra work.
+#
+# Why not v9's own layout with the weights on chip? Arithmetic, no GPU needed: a block's slice of gamma and
+# beta is two floats for every float of the row the block holds, so a block that holds 32 floats a thread of
+# a 32768-column row needs twice its slice of x in shared memory: 128 KB for a block of 512 threads, one such
+# block an SM, a quarter of the SM's threads. The weights on chip and the floats in flight compete for the same
+# SM, and at these widths the weights lose: L2 already serves them to every row (v9 reads them from there), so
+# keeping them on chip saves accesses that were cache hits, the same finding as for `fused` and `persistent`
+# above. What the H200, issue 36's GPU, does with them is not measured: the device gave an H100 for this run.
 
 # %% [markdown]
 # ## Summary
@@ -518,6 +554,8 @@ for shape, got in held.items():
 # - Staging the slice in shared memory with asynchronous copies (`cp.async`), the next row in flight during
 #   the exchange, was built, tested (the simulator lands a copy only at its wait) and measured: slower than
 #   the register kernel: more instruction work a byte, at lower occupancy. A measured negative result is a result.
+# - Keeping gamma and beta in shared memory across rows (v10, v11) cost the layout more than it saved: the
+#   weights take twice the shared memory of the slice of x they serve, and L2 already served them.
 # - Read the scheduler's statistics before blaming memory: v3 issued an instruction on most cycles with DRAM
 #   at half its peak, and a path with no test for the threads (v8) or warps (v9) that need none cut its
 #   instructions by about half and moved it closer to the copy ceiling than any layout or staging change; a
