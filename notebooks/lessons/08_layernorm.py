@@ -384,11 +384,12 @@ def versions_table(name, lines=("fused", "cluster", "v8", "v9", "torch.layer_nor
     by_shape = shapes_of(run)
     names = [n for n in lines if any(n in got for got in by_shape.values())]
     print("share of the copy ceiling; the last column: the fastest of all the study's lines")
-    print(f"{'rows x cols':<16}" + "".join(f"{n:>17}" for n in names) + "  fastest")
+    width = {n: max(6, len(n) + 2) for n in names}  # narrow columns: up to seven lines fit a page
+    print(f"{'rows x cols':<16}" + "".join(f"{n:>{width[n]}}" for n in names) + "  fastest")
     for (rows, cols), got in by_shape.items():
         best = max(got.values(), key=lambda r: r["of_ceiling"])["line"]
-        print(f"{rows:>6} x {cols:<8}" + "".join(f"{got[n]['of_ceiling']:>17.0%}" if n in got else f"{'-':>17}"
-                                                   for n in names) + f"  {best}")
+        print(f"{rows:>6} x {cols:<8}" + "".join(f"{got[n]['of_ceiling']:>{width[n]}.0%}" if n in got
+                                                   else f"{'-':>{width[n]}}" for n in names) + f"  {best}")
 
 
 versions_table("layernorm_h100.json")
@@ -554,8 +555,6 @@ scheduler_table(("ncu_layernorm_onchip_2048x32768_h100.csv",))
 # - Staging the slice in shared memory with asynchronous copies (`cp.async`), the next row in flight during
 #   the exchange, was built, tested (the simulator lands a copy only at its wait) and measured: slower than
 #   the register kernel: more instruction work a byte, at lower occupancy. A measured negative result is a result.
-# - Keeping gamma and beta in shared memory across rows (v10, v11) cost the layout more than it saved: the
-#   weights take twice the shared memory of the slice of x they serve, and L2 already served them.
 # - Read the scheduler's statistics before blaming memory: v3 issued an instruction on most cycles with DRAM
 #   at half its peak, and a path with no test for the threads (v8) or warps (v9) that need none cut its
 #   instructions by about half and moved it closer to the copy ceiling than any layout or staging change; a
@@ -565,3 +564,5 @@ scheduler_table(("ncu_layernorm_onchip_2048x32768_h100.csv",))
 # - Weights every row shares can stay in registers across rows in a persistent kernel, at a price in
 #   registers that the compiler reports (ptxas -v) and occupancy follows; measure it: here the caches
 #   already keep them, and holding them is no faster at any shape.
+# - Keeping gamma and beta in shared memory across rows (v10, v11) cost the layout more than it saved: the
+#   weights take twice the shared memory of the slice of x they serve, and L2 already served them.
