@@ -420,6 +420,21 @@ versions_table("layernorm_v9_h200.json")
 # ceiling there. The registered `cluster` is still v3: v9 would replace it once it is timed at every shape on
 # both GPUs (the H100 runs of the next section time it at all seven; this H200 run has no 131072 columns).
 #
+# The same path in softmax's cluster kernel (v22) buys nothing, measured on an H100:
+
+# %%
+whole = lessons.committed("softmax_whole_h100.json")
+print(f"{whole['meta']['device']}, `{whole['meta']['command'].split(' --json')[0]}`: share of the copy ceiling")
+for (rows, cols), got in shapes_of(whole).items():
+    if "v22" in got:
+        print(f"{rows:>6} x {cols:<7} cluster {got['cluster']['of_ceiling']:4.0%}   v22 {got['v22']['of_ceiling']:4.0%}")
+
+# %% [markdown]
+# Softmax's cluster kernel tests its elements too, but does less work per element (no deviations, no
+# weights), and the scheduler table earlier in this lesson shows its schedulers idle more often than v3's:
+# its instructions were not its limit, so taking tests away changes nothing there. Layernorm's v3 issued an
+# instruction on most cycles; there the same change paid.
+#
 # ## What each kernel holds on an SM: registers and occupancy, from the compiled kernels
 # The register count is the compiler's, not a guess: numba compiles each kernel as the variants do (cc 9.0,
 # fastmath, its launch bound) and `ptxas -arch=sm_90 -v` says how many registers a thread uses
