@@ -418,7 +418,8 @@ versions_table("layernorm_v9_h200.json")
 # at the long rows where v8 spills none. The gain over `cluster` holds on the H200, the GPU issue 36's
 # targets are set on, but the targets do not: the rows past one block stay well short of 0.9 of the copy
 # ceiling there. The registered `cluster` is still v3: v9 would replace it once it is timed at every shape on
-# both GPUs (the H100 runs of the next section time it at all seven; this H200 run has no 131072 columns).
+# both GPUs (the H100 runs in the section on v10 and v11 below time it at all seven; this H200 run has no
+# 131072 columns).
 #
 # The same path in softmax's cluster kernel (v22) buys nothing, measured on an H100:
 
@@ -427,11 +428,13 @@ whole = lessons.committed("softmax_whole_h100.json")
 print(f"{whole['meta']['device']}, `{whole['meta']['command'].split(' --json')[0]}`: share of the copy ceiling")
 for (rows, cols), got in shapes_of(whole).items():
     if "v22" in got:
-        print(f"{rows:>6} x {cols:<7} cluster {got['cluster']['of_ceiling']:4.0%}   v22 {got['v22']['of_ceiling']:4.0%}")
+        share = {line: f"{got[line]['of_ceiling']:4.0%}" for line in ("cluster", "v22")}
+        print(f"{rows:>6} x {cols:<7} cluster {share['cluster']}   v22 {share['v22']}")
 
 # %% [markdown]
 # Softmax's cluster kernel tests its elements too, but does less work per element (no deviations, no
-# weights), and the scheduler table earlier in this lesson shows its schedulers idle more often than v3's:
+# weights), and the scheduler table earlier in this lesson (an H200's, at 32768 columns) shows its schedulers
+# idle more often than v3's:
 # its instructions were not its limit, so taking tests away changes nothing there. Layernorm's v3 issued an
 # instruction on most cycles; there the same change paid.
 #
@@ -496,7 +499,8 @@ for shape, got in held.items():
 # the copy ceiling (lesson 04). `v10` (`kernels_lab/topics/layernorm/onchip.py`) runs v9's code the
 # persistent RNN's way (lesson 05): a grid of as many clusters as the GPU holds at once strides over the rows,
 # each block copies its slice of gamma and beta into shared memory once, and every row's last step reads them
-# there. It also takes v4's layout (16 floats a thread, twice the blocks a row) and asks 1536 resident threads
+# there. It also takes v4's layout (16 floats a thread: twice the blocks a row, or twice the threads a block
+# where the cluster is already sixteen blocks) and asks 1536 resident threads
 # an SM, so that three blocks fit their weights; `v11` asks v9's 1024. What that costs on chip, from the
 # compiled kernels (the table above, at the long rows):
 
@@ -537,23 +541,28 @@ scheduler_table(("ncu_layernorm_onchip_2048x32768_h100.csv",))
 
 # %% [markdown]
 # The prediction is refuted. From 4096 columns on, v10 and v11 sit below v9 at every shape, most at the
-# longest rows, and never reach softmax's cluster kernel. Only at 1000 and 1024 columns are they level with it,
-# and there v10's layout is v9's (a cluster of eight blocks of 32 threads): the one place the weights are the
-# only difference, and they change nothing measurable. Against v4 and v5, which run v3's code on v10's layout, they
-# are faster: the weights on chip and v9's test-free path do buy something on that layout, but the
-# layout costs more than they buy.
+# longest rows, and never reach softmax's cluster kernel. Only at 1000 and 1024 columns are they level with v9
+# (the differences table), and there v10's layout, registers and residency are v9's (a cluster of eight blocks
+# of 32 threads): what differs is the weights on chip and the grid of resident clusters striding over the rows,
+# and together they move little. Against v4 and v5, which run v3's code on v10's layout, they are faster: the
+# weights on chip and v9's test-free path do buy something on that layout, but the layout costs more than
+# they buy.
 #
-# The profile (the last table, at 2048 x 32768; v11 is `..._v10_r1024` there) says where it goes. v10 and v11 issue as many instructions a
-# scheduler-cycle as v3 does, where v9 issues far fewer for the same bytes: with half the floats a thread and
-# twice the blocks a row, every block does a row's fixed work (the block's reduction, the exchange, the cluster
-# barrier, the vote) for half as many bytes, and v10's 40 registers spill as v3's did (the spill column), where
-# v11 and v9 spill nothing. More resident threads (v10's higher occupancy) did not pay for the extra work.
+# What the layout costs is what the v4 section found: each thread holds half the floats, so at v11's residency,
+# which is v9's, an SM has half the bytes in flight, at every long row (at 131072 columns both layouts split a
+# row over sixteen blocks, v10's of twice the threads). The profile, taken at 2048 x 32768 only (the last
+# table; v11 is `..._v10_r1024` there), shows the instruction side of it: v10 and v11 issue as many
+# instructions a scheduler-cycle as v3 does, where v9 issues far fewer for the same bytes, since each thread
+# does its share of a row's fixed work (the block's reduction, the exchange, the barrier, the vote) for half
+# as many bytes. v10's 40 registers spill as v3's did (the spill column), where v11 and v9 spill nothing, and
+# v10's higher occupancy did not make up for any of it.
 #
-# Why not v9's own layout with the weights on chip? Arithmetic, no GPU needed: a block's slice of gamma and
-# beta is two floats for every float of the row the block holds, so a block that holds 32 floats a thread of
-# a 32768-column row needs twice its slice of x in shared memory: 128 KB for a block of 512 threads, one such
-# block an SM, a quarter of the SM's threads. The weights on chip and the floats in flight compete for the same
-# SM, and at these widths the weights lose: L2 already serves them to every row (v9 reads them from there), so
+# Why not v9's own layout with the weights on chip? Arithmetic, no GPU needed: a block's slice of gamma and beta
+# is two floats for every float of the row the block holds, so a block that holds 32 floats a thread of a 32768-
+# or 65536-column row needs twice its slice of x in shared memory: 128 KB for a block of 512 threads, one such
+# block an SM, a quarter of the SM's threads (v9's blocks of 256 threads, at 8192 and 131072 columns, would need
+# 64 KB: three an SM, fewer than v9's four). The weights on chip and the floats in flight compete for the same
+# SM, and what they could win is small: L2 already serves them to every row (v9 reads them from there), so
 # keeping them on chip saves accesses that were cache hits, the same finding as for `fused` and `persistent`
 # above. What the H200, issue 36's GPU, does with them is not measured: the device gave an H100 for this run.
 

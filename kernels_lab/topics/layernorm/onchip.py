@@ -19,8 +19,9 @@ columns); v11 asks 1024 (64 registers, no spill, two blocks an SM). So v10 diffe
 weights, the layout, the residency), and v4's layout alone measured below v3's on the H200: a difference from
 v9 is not the weights' alone.
 Measured (H100, figures/data/layernorm_{shapes,long}_h100.json; lesson 08): below v9 from 4096 columns on, level
-where the layouts agree (1000-1024 columns). Twice the blocks a row cost more instructions a byte than the
-weights' loads did; v9's layout cannot hold them (twice its slice of x in shared memory: one block an SM).
+where the layouts agree (1000-1024 columns). Half the floats a thread means half the bytes in flight at v9's
+residency (v11), as v4 found; on v9's layout the weights take twice a block's slice of x in shared memory (one
+block of 512 threads an SM at 32768 and 65536 columns).
 """
 
 from __future__ import annotations
