@@ -11,7 +11,7 @@ this is:
     BACKEND.persistent_grid / resident_limit / require_coresident / coresident   grids sized to the machine
     BACKEND.size(gpu=, simulator=)     a size: where the simulator must run smaller, never another code path
     BACKEND.sizes                      the generic ones (grids, the largest problem)
-    BACKEND.can_launch / can_time / can_trace / has_graphs / pdl() / ...   capabilities
+    BACKEND.can_launch / can_time / can_trace / has_graphs / on_device / pdl() / ...   capabilities
     BACKEND.weak_memory(seed)          ordering bugs made visible (the simulator's, sim_weak.py; models_weak_memory)
     BACKEND.host_view(mapped), BACKEND.facts(), BACKEND.describe(), BACKEND.free_memory()
 
@@ -115,6 +115,7 @@ class Backend:
     synchronous_launches = False  # a launch returns only after the kernel has ended
     atomic_add_reads = 1         # reads one atomic add shows in the byte trace
     models_weak_memory = False   # weak_memory() makes ordering bugs give wrong answers here (sim_weak.py)
+    on_device = False            # a CUDA device and its driver: device pointers, compute-sanitizer, the driver's files
     sizes: Sizes
     _dropped_options: tuple[str, ...] = ()
 
@@ -231,6 +232,7 @@ def _types(kernel, signature: Sequence[Any]) -> tuple:
 class GpuBackend(Backend):
     name, where = "gpu", "this GPU"
     can_time = True
+    on_device = True
     has_graphs = True
     sizes = Sizes(persistent_blocks=None, max_elements=None)
 

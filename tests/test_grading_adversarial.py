@@ -34,6 +34,13 @@ def _grade(exercise, name, folder=ADVERSARIAL, **kw):
     return grade(ex, source, name, **kw)
 
 
+def _as_gpu_machine(monkeypatch, module):
+    """`module` (the grade or the sanitizer) sees a GPU back-end; the rest of the grader, and its children, stay
+    on the simulator."""
+    from types import SimpleNamespace
+    monkeypatch.setattr(module, "BACKEND", SimpleNamespace(name="gpu", on_device=True))
+
+
 def _test(g, name):
     return next(t for t in g.tests if t.name == name)
 
@@ -153,9 +160,8 @@ def _as_on_a_gpu_with_sanitizers(monkeypatch, asked):
     from kernels_lab.grading import grade as G
     from kernels_lab.grading.sanitizer import SanitizerResult
     real = G._simulator_runs
-    monkeypatch.setattr(G, "ON_SIMULATOR", False)
+    _as_gpu_machine(monkeypatch, G)
     monkeypatch.setattr(G, "_simulator_runs", lambda *a: asked.append(("simulator", a[2], a[4])) or real(*a))
-    monkeypatch.setattr(G, "ON_GPU", True)
     monkeypatch.setattr(G, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
     def sanitize(ex, src, tool, *a, **k):
         asked.append((tool, k))
@@ -334,7 +340,7 @@ def test_a_sanitizer_leaves_out_the_runs_that_already_hung(monkeypatch):
         given.append([run_key(ex, c) for c in cases])
         raise StopIteration  # what it was given is all this test needs
 
-    monkeypatch.setattr(S, "ON_GPU", True)
+    _as_gpu_machine(monkeypatch, S)
     monkeypatch.setattr(S, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
     monkeypatch.setattr(S, "run_child", child)
     with pytest.raises(StopIteration):
@@ -364,7 +370,7 @@ def test_on_a_gpu_machine_the_simulator_charges_an_index_past_the_end_in_every_r
     from kernels_lab.grading import grade as G
     ex = MINI["fuse_mini"]
     real = G._simulator_runs
-    monkeypatch.setattr(G, "ON_SIMULATOR", False)
+    _as_gpu_machine(monkeypatch, G)
     monkeypatch.setattr(G, "_simulator_runs", lambda e, src, *a: real(e, submission("fuse_no_bounds_guard"), *a))
     g = grade(ex, submission("fuse_correct"), "gpu-right", compile_gate=False, sanitizers=False)
     hidden = _test(g, "correct (hidden)")
@@ -401,7 +407,7 @@ def test_memcheck_errors_cost_the_runs_they_occur_in_hidden_ones_too(monkeypatch
     hidden = next(run_key(ex, c) for c in build_cases(ex, perturbed=False) if c["case"].hidden and c["role"] == "plain")
     found = SanitizerResult("errors", 2, "Invalid __global__ read of size 4 bytes", {hidden: 2}, 0,
                             {hidden: "Invalid __global__ read of size 4 bytes; by thread (6,0,0) in block (2,0,0)"})
-    monkeypatch.setattr(G, "ON_GPU", True)
+    _as_gpu_machine(monkeypatch, G)
     monkeypatch.setattr(G, "find_sanitizer", lambda: "/usr/local/cuda/bin/compute-sanitizer")
     monkeypatch.setattr(G, "sanitize", lambda *a, **k: found)
     g = grade(ex, submission("fuse_correct"), "oob", compile_gate=False)
@@ -418,7 +424,7 @@ def _graded_as_on_a_gpu(monkeypatch, exercise, gpu_source, simulator_source):
     the simulator's rerun of the same runs is `simulator_source`'s."""
     from kernels_lab.grading import grade as G
     real = G._simulator_runs
-    monkeypatch.setattr(G, "ON_SIMULATOR", False)
+    _as_gpu_machine(monkeypatch, G)
     monkeypatch.setattr(G, "_simulator_runs", lambda e, src, *a: real(e, simulator_source, *a))
     ex = MINI.get(exercise) or get_exercise(exercise)
     return grade(ex, gpu_source, "gpu", compile_gate=False, sanitizers=False)

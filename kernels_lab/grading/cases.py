@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Case, Exercise
-from ..runtime import ON_SIMULATOR
+from ..backend import BACKEND
 
 
 def hidden_seed() -> int:
@@ -53,7 +53,8 @@ def build_cases(exercise: Exercise, public_only: bool = False, perturbed: bool |
     cases = []
     workload = exercise.spec
     configs = exercise.configs or (None,)
-    seeds = exercise.race_seeds if (ON_SIMULATOR if perturbed is None else perturbed) else ()
+    # interleavings are perturbed by the simulator's tracer (one Python thread per GPU thread)
+    seeds = exercise.race_seeds if (BACKEND.can_trace if perturbed is None else perturbed) else ()
     fresh = hidden_seed() if hidden is None else hidden
     for i, case in enumerate(exercise.cases):
         if public_only and (case.hidden or case.probe):

@@ -112,8 +112,8 @@ def entry_problem(entry: Any, kind: str, name: str, own: Callable[[Any], bool] =
     """Why `entry` cannot be graded as the exercise's kernel (None when it can)."""
     if kind != "kernel":
         return None if callable(entry) else f"{name} must be a function, got {type(entry).__name__}"
-    from kernels_lab.runtime import ON_SIMULATOR
-    if ON_SIMULATOR:
+    from kernels_lab.backend import BACKEND
+    if BACKEND.name == "simulator":
         from numba.cuda.simulator.kernel import FakeCUDAKernel as Kernel
     else:
         from numba.cuda.dispatcher import CUDADispatcher as Kernel
@@ -215,7 +215,8 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
     arrays alive (so a sanitizer's addresses stay unique to one run)."""
     from kernels_lab.arrays import poisoned, to_device
     from kernels_lab.instrument.launch_hook import listening
-    from kernels_lab.runtime import ON_GPU, ON_SIMULATOR, cuda
+    from kernels_lab.backend import BACKEND
+    from kernels_lab.runtime import cuda
     own = own or defined_outside_kernels_lab
     result = {"id": case["id"], "outputs": None, "error": None, "launches": None, "bytes": None,
               "last_writer": None, "own_launches": 0, "entry_launches": 0, "foreign": [], "provenance": None,
@@ -230,12 +231,12 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
         dev_out = poisoned(case["output_specs"])
         if keep is not None:
             keep.append((dev_in, dev_out))
-        if ON_GPU:
+        if BACKEND.on_device:
             result["allocations"] = [[int(a.device_ctypes_pointer.value or 0), int(a.nbytes)]
                                      for a in (*dev_in.values(), *dev_out.values())
                                      if hasattr(a, "device_ctypes_pointer")]  # arrays, not scalars
         args = [dev_out[k] if k in dev_out else dev_in[k] for k in argument_order]
-        prov = _Provenance(dev_out, cuda.synchronize if ON_GPU else (lambda: None))
+        prov = _Provenance(dev_out, cuda.synchronize if BACKEND.on_device else (lambda: None))
         launches: list = []
         entry_func = getattr(entry, "py_func", None)
 
@@ -248,7 +249,7 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
             prov.end(py_func is not None and own(py_func), rec.kernel)
 
         tracer, watcher, roles = nullcontext(), nullcontext(), None
-        if ON_SIMULATOR:
+        if BACKEND.can_trace:
             from kernels_lab.instrument.trace import tracing, watching
             tracer = tracing(writers=True, perturb_seed=case.get("perturb_seed"), yield_probability=0.5)
             roles = _ArrayRoles({**dev_in, **dev_out}, launches)
@@ -259,7 +260,7 @@ def run_case(entry, kind: str, argument_order, case: dict, own: Callable[[Any], 
                 entry[grid, block](*args)
             else:
                 entry(*args)
-        if ON_GPU:
+        if BACKEND.on_device:
             cuda.synchronize()
         prov.begin()  # whatever changed after the last launch was the host
         result["outputs"] = {k: v.copy_to_host() for k, v in dev_out.items()}

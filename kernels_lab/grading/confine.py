@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..runtime import ON_GPU
+from ..backend import BACKEND
 
 FILE_LIMIT = 64 << 20         # bytes any file of the child may reach (flooding stops here)
 NPROC_LIMIT = 4096            # processes (threads count) of the unprivileged user, all grades together
@@ -146,7 +146,7 @@ def protections() -> list[tuple[str, bool, str]]:
             rows.append(("filesystem writes", True, f"Landlock ABI {abi}: the child writes only beneath its own "
                                                     f"scratch folder (and opens character devices in /dev"
                                                     + (", and /proc, where the CUDA driver writes; "
-                                                       + SANITIZER_CONFINEMENT if ON_GPU else "") + ")"))
+                                                       + SANITIZER_CONFINEMENT if BACKEND.on_device else "") + ")"))
         else:
             why = p.get("landlock_why") or ("a write outside the scratch folder succeeded" if wrote else
                                             p.get("error", "not measured"))

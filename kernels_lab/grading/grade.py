@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core import Exercise
-from ..runtime import BACKEND_NAME, ON_GPU, ON_SIMULATOR
+from ..backend import BACKEND
+from ..runtime import BACKEND_NAME
 from . import compile_gate as gate_module
 from . import judge as J
 from .cases import build_cases, describe_case, hidden_seed, run_key
@@ -77,8 +78,8 @@ def content_hash(source: str) -> str:
 
 def machine(compile_gate: bool = True, sanitizers: bool = True) -> Machine:
     """This machine, as the checks see it (the instructor's switches included)."""
-    return Machine(gpu=ON_GPU, simulator=ON_SIMULATOR, sanitizer=sanitizers and find_sanitizer() is not None,
-                   compile_gate=compile_gate)
+    return Machine(gpu=BACKEND.on_device, simulator=BACKEND.name == "simulator",
+                   sanitizer=sanitizers and find_sanitizer() is not None, compile_gate=compile_gate)
 
 
 def counted_checks(ex: Exercise, compile_gate: bool = True, sanitizers: bool = True) -> dict[str, float]:
@@ -145,10 +146,10 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
     after_hang = AFTER_HANG_S if run.outcome == "timeout" else None
     memcheck = sanitize(ex, source, "memcheck", timeout_s, max(memory_bytes, 8 << 30), hung=unfinished,
                         hidden=hidden, run_limit_s=after_hang) \
-        if sanitizers and ON_GPU and find_sanitizer() else None
+        if sanitizers and BACKEND.on_device and find_sanitizer() else None
     _charge_memcheck(ev, memcheck)
     ev.sim_rerun = _simulator_runs(ex, source, after_hang or max(timeout_s, SIMULATOR_RUN_S), memory_bytes, unfinished,
-                                   hidden) if not ON_SIMULATOR else None
+                                   hidden) if BACKEND.name != "simulator" else None
     _charge_simulator(ev)
     ev.racecheck = lambda: sanitize(ex, source, "racecheck", timeout_s, hung=unfinished, run_limit_s=after_hang)
     ev.compile = lambda: gate_module.gate(ex, source, max(timeout_s, 60.0), memory_bytes)

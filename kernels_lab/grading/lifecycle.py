@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core import Exercise
-from ..runtime import ON_GPU, ON_SIMULATOR
+from ..backend import BACKEND
 from .cases import build_cases, describe_case, speed_job
 from .confine import (DRIVER_WRITES, FILE_LIMIT, RUN_TIMEOUT_S, WARDEN, confinement, hand_over,
                       scratch_folder)
@@ -114,7 +114,7 @@ def _read_capped(path: Path) -> str:
 
 def run_confined(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None, run_s: float = RUN_TIMEOUT_S,
                  phase_limits: dict[str, float] | None = None, total_s: float | None = None,
-                 memory_bytes: int = 4 << 30, address_limit: bool = ON_SIMULATOR, network: bool = True,
+                 memory_bytes: int = 4 << 30, address_limit: bool = BACKEND.name == "simulator", network: bool = True,
                  extra_writable: Sequence[str] = (), full: bool = True) -> Confined:
     """Run argv through the warden, in tmp/scratch (confine.scratch_folder), and wait for it and its
     whole process tree. run_s: the default clock of a phase (progress.json steps restart it);
@@ -196,10 +196,10 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = RUN_TIMEOUT_S,
     log); slowdown: how much slower each run is expected to be (under a sanitizer); hidden: the hidden
     cases' seed (build_cases; one per grade, so every child of a grade runs the same inputs).
     """
-    sim_child = backend == "sim" or (backend is None and ON_SIMULATOR)
+    sim_child = backend == "sim" or (backend is None and BACKEND.name == "simulator")
     if cases is None:
         cases = build_cases(exercise, public_only, perturbed=sim_child, hidden=hidden)
-    job_for_speed = speed_job(exercise) if speed and ON_GPU and not sim_child and exercise.speed \
+    job_for_speed = speed_job(exercise) if speed and BACKEND.can_time and not sim_child and exercise.speed \
         and exercise.kind == "kernel" else None
     nonce = secrets.token_hex(16)
     env = dict(os.environ)
@@ -221,7 +221,7 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = RUN_TIMEOUT_S,
                 sys.executable, "-m", "kernels_lab.grading.child", str(job), str(report_path),
                 str(scratch / "progress.json")]
         total = STARTUP_S * slowdown + run_s * (len(cases) + 3) + (max(run_s, 60.0) if job_for_speed else 0)
-        writable = ("/dev/shm",) if prefix else DRIVER_WRITES if ON_GPU and not sim_child else ()
+        writable = ("/dev/shm",) if prefix else DRIVER_WRITES if BACKEND.on_device and not sim_child else ()
         got = run_confined(argv, tmp, env=env, run_s=run_s, total_s=total, memory_bytes=memory_bytes,
                            address_limit=sim_child and not prefix, network=not prefix, full=not prefix,
                            extra_writable=writable, phase_limits={"start": STARTUP_S * slowdown + run_s})

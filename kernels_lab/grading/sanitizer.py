@@ -17,7 +17,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from ..runtime import ON_GPU
+from ..backend import BACKEND
 from ..core import Exercise
 from .cases import build_cases, run_key
 from .lifecycle import run_child
@@ -99,7 +99,7 @@ def sanitize(ex: Exercise, source: str, tool: str, timeout_s: float = 20.0, memo
     run's time limit); hidden: the grade's hidden seed (the same hidden inputs as its graded child);
     run_limit_s: seconds each run may take under the sanitizer (default timeout_s x SLOWDOWN; the grader
     gives less once a run has hung)."""
-    if not ON_GPU:
+    if not BACKEND.on_device:
         return SanitizerResult("skipped", 0, "compute-sanitizer needs a GPU")
     exe = find_sanitizer()
     if exe is None:

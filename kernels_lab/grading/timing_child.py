@@ -79,8 +79,8 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
     from ..launch_paths import compiled_for
     from .cases import speed_inputs
     from .speed import load_reference
-    from ..runtime import ON_GPU
-    if not ON_GPU:
+    from ..backend import BACKEND
+    if not BACKEND.can_time:
         raise TimingUnavailable("the speed run loads a compiled kernel and times it with CUDA events: a GPU only")
     size = job["size"]
     sets = [to_device(speed_inputs(job["workload"], size, job["seed"], k)) for k in range(2)]
