@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Callable
 
 from . import capabilities, runtime
+from .backend import BACKEND
 
 RUNS, SKIPPED = "runs", "skipped"
 
@@ -49,15 +50,14 @@ def _safely(probe: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
 
 def _grid_sync() -> tuple[bool, str]:
     """A grid-wide barrier across blocks (persistent variants that step with grid.sync())."""
-    if runtime.ON_SIMULATOR:
+    if BACKEND.name == "simulator":
         return False, ("the simulator runs grid sync within one block only: persistent grid-sync variants run "
                        "with 1 block here (correctness, not co-residency)")
-    if not runtime.ON_GPU:
+    if not BACKEND.on_device:
         return False, "needs a GPU (the PTX-only back-end cannot launch)"
     import numpy as np
     from numba import types
 
-    from .backend import BACKEND
     from .runtime import cuda
 
     @cuda.jit
@@ -81,7 +81,7 @@ def _grid_sync() -> tuple[bool, str]:
 
 
 def _pdl() -> tuple[bool, str]:
-    if runtime.ON_GPU:
+    if BACKEND.on_device:
         cc = runtime.device_facts().compute_capability
         if tuple(cc) >= (9, 0):
             return True, f"compute capability {cc[0]}.{cc[1]}"
@@ -113,7 +113,7 @@ def report() -> tuple[str, list[str]]:
         item("backend", f"{runtime.BACKEND_NAME} ({runtime.BACKEND_ENV}={requested}; set gpu|sim|ptx to choose)")
     item("device", _safely(lambda: (True, runtime.device_facts().describe()))[1])
     gpu_ok, gpu_why = _safely(capabilities.gpu)
-    if not runtime.ON_GPU:
+    if not BACKEND.on_device:
         item("GPU", "visible, but another back-end was chosen" if gpu_ok else f"none: {gpu_why}")
     numpy_v, numba_cuda_v = _version("numpy"), _version("numba-cuda")
     for pkg in ("numba", "numba-cuda", "llvmlite", "numpy", "cuda-core", "cuda-bindings", "matplotlib", "tqdm"):
@@ -126,7 +126,7 @@ def report() -> tuple[str, list[str]]:
         problems.append(f"numba-cuda {numba_cuda_v}: kernels-lab is pinned to 0.30.*; pip install 'numba-cuda==0.30.*'")
     nvvm = capabilities.nvvm_version()
     item("NVVM", nvvm or "not found")
-    if runtime.ON_GPU:
+    if BACKEND.on_device:
         from .runtime import cuda
         drv = cuda.cudadrv.driver.driver.get_version()
         item("CUDA driver", ".".join(map(str, drv)))
@@ -138,11 +138,11 @@ def report() -> tuple[str, list[str]]:
                          "toolkit matching the driver (numba-cuda[cu13] for a CUDA 13 driver).")
 
     lines.append("what runs here, and what is skipped:")
-    if runtime.ON_GPU:
+    if BACKEND.on_device:
         feature(True, "correctness, launch counts", "every variant against float64 on the GPU")
         feature(True, "timings", "CUDA events, medians, L2 flushed")
         feature(False, "traced bytes", "the byte tracer runs on the simulator only (KERNELS_LAB_BACKEND=sim)")
-    elif runtime.ON_SIMULATOR:
+    elif BACKEND.name == "simulator":
         feature(True, "correctness, launch counts, traced bytes", "on numba's CUDA simulator, at small sizes")
         feature(False, "timings", "the simulator cannot time kernels: run on a GPU")
     else:
@@ -168,12 +168,12 @@ def report() -> tuple[str, list[str]]:
                               ("compute-sanitizer memcheck / racecheck (grader)", capabilities.compute_sanitizer,
                                "compute-sanitizer")):
         found, where = _safely(probe)
-        if found and runtime.ON_GPU:
+        if found and BACKEND.on_device:
             feature(True, name, where)
         elif found:
             feature(False, name, f"{what} is here ({where}) but needs a GPU")
         else:
-            feature(False, name, where + ("" if runtime.ON_GPU else "; it needs a GPU as well"))
+            feature(False, name, where + ("" if BACKEND.on_device else "; it needs a GPU as well"))
     protections = _optional("kernels_lab.grading.confine", "protections")
     if protections is None:
         lines.append("  grader sandbox: not reported (kernels_lab.grading.confine.protections is absent)")
