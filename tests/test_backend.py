@@ -22,11 +22,12 @@ def test_the_object_is_the_back_end_runtime_chose():
 
 @pytest.mark.parametrize("kind, answers", [
     (B.GpuBackend, dict(can_launch=True, can_time=True, can_trace=False, has_graphs=True, blocks_run_together=True,
-                        synchronous_launches=False, atomic_add_reads=1, size=256)),
+                        synchronous_launches=False, atomic_add_reads=1, on_device=True, size=256)),
     (B.SimulatorBackend, dict(can_launch=True, can_time=False, can_trace=True, has_graphs=False,
-                              blocks_run_together=False, synchronous_launches=True, atomic_add_reads=2, size=32)),
+                              blocks_run_together=False, synchronous_launches=True, atomic_add_reads=2,
+                              on_device=False, size=32)),
     (B.PtxBackend, dict(can_launch=False, can_time=False, can_trace=False, has_graphs=False, blocks_run_together=True,
-                        synchronous_launches=False, atomic_add_reads=1, size=256)),
+                        synchronous_launches=False, atomic_add_reads=1, on_device=False, size=256)),
 ])
 def test_what_each_back_end_answers(kind, answers):
     b = kind()
