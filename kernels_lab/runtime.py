@@ -188,6 +188,16 @@ if ON_SIMULATOR:
     from .sim_device import install as _install_sim_device
     _install_sim_device()  # warp shuffles, votes and masks (kernels_lab/sim_device.py)
 
+
+def kernel_class() -> type:
+    """What @cuda.jit makes of a kernel here: numba's dispatcher, or the simulator's stand-in for it."""
+    if ON_SIMULATOR:
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+        return FakeCUDAKernel
+    from numba.cuda.dispatcher import CUDADispatcher
+    return CUDADispatcher
+
+
 @dataclass(frozen=True)
 class DeviceFacts:
     backend: str

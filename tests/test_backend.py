@@ -145,6 +145,16 @@ def test_no_topic_module_reads_a_back_end_flag():
                        "never which machine this is:\n  " + "\n  ".join(found))
 
 
+def test_the_grader_asks_capabilities_not_which_machine():
+    # the grader records the back-end's name in a grade (data), but never branches on it
+    branch = re.compile(r"\b(ON_GPU|ON_SIMULATOR)\b|BACKEND(_NAME|\.name)\s*[!=]=")
+    found = [f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}" for path in sorted((PACKAGE / "grading").glob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if branch.search(line.split("#", 1)[0])]
+    assert not found, ("the grader asks BACKEND for a capability (on_device, can_time, can_trace):\n  "
+                       + "\n  ".join(found))
+    assert branch.search("if BACKEND.name != 'gpu':") and not branch.search("backend: str = BACKEND_NAME")
+
+
 def test_the_flag_test_sees_a_flag():
     assert FLAG.search("X = 2 if ON_SIMULATOR else 1") and FLAG.search("if BACKEND.name == 'gpu':")
     assert not FLAG.search("X = BACKEND.size(gpu=2, simulator=1)")

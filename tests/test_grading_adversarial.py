@@ -37,8 +37,8 @@ def _grade(exercise, name, folder=ADVERSARIAL, **kw):
 def _as_gpu_machine(monkeypatch, module):
     """`module` (the grade or the sanitizer) sees a GPU back-end; the rest of the grader, and its children, stay
     on the simulator."""
-    from types import SimpleNamespace
-    monkeypatch.setattr(module, "BACKEND", SimpleNamespace(name="gpu", on_device=True))
+    from kernels_lab.backend import GpuBackend
+    monkeypatch.setattr(module, "BACKEND", GpuBackend())
 
 
 def _test(g, name):

@@ -112,12 +112,8 @@ def entry_problem(entry: Any, kind: str, name: str, own: Callable[[Any], bool] =
     """Why `entry` cannot be graded as the exercise's kernel (None when it can)."""
     if kind != "kernel":
         return None if callable(entry) else f"{name} must be a function, got {type(entry).__name__}"
-    from kernels_lab.backend import BACKEND
-    if BACKEND.name == "simulator":
-        from numba.cuda.simulator.kernel import FakeCUDAKernel as Kernel
-    else:
-        from numba.cuda.dispatcher import CUDADispatcher as Kernel
-    if not isinstance(entry, Kernel) or getattr(entry, "_device", False):
+    from kernels_lab.runtime import kernel_class
+    if not isinstance(entry, kernel_class()) or getattr(entry, "_device", False):
         what = "a device function" if getattr(entry, "_device", False) else f"a {type(entry).__name__} object"
         return (f"{name} is {what}, not a @cuda.jit kernel: the grader launches your kernel itself "
                 f"({name}[grid, block](...)), so {name} must be the kernel")

@@ -78,7 +78,8 @@ def content_hash(source: str) -> str:
 
 def machine(compile_gate: bool = True, sanitizers: bool = True) -> Machine:
     """This machine, as the checks see it (the instructor's switches included)."""
-    return Machine(gpu=BACKEND.on_device, simulator=BACKEND.name == "simulator",
+    # `simulator`: perturbed schedules and the byte trace, both the simulator's tracer's
+    return Machine(gpu=BACKEND.on_device, simulator=BACKEND.can_trace,
                    sanitizer=sanitizers and find_sanitizer() is not None, compile_gate=compile_gate)
 
 
@@ -149,7 +150,7 @@ def grade(ex: Exercise, source: str, submission: str = "submission", timeout_s: 
         if sanitizers and BACKEND.on_device and find_sanitizer() else None
     _charge_memcheck(ev, memcheck)
     ev.sim_rerun = _simulator_runs(ex, source, after_hang or max(timeout_s, SIMULATOR_RUN_S), memory_bytes, unfinished,
-                                   hidden) if BACKEND.name != "simulator" else None
+                                   hidden) if not BACKEND.can_trace else None
     _charge_simulator(ev)
     ev.racecheck = lambda: sanitize(ex, source, "racecheck", timeout_s, hung=unfinished, run_limit_s=after_hang)
     ev.compile = lambda: gate_module.gate(ex, source, max(timeout_s, 60.0), memory_bytes)

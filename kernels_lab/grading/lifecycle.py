@@ -114,7 +114,7 @@ def _read_capped(path: Path) -> str:
 
 def run_confined(argv: Sequence[str], tmp: Path, *, env: dict[str, str] | None = None, run_s: float = RUN_TIMEOUT_S,
                  phase_limits: dict[str, float] | None = None, total_s: float | None = None,
-                 memory_bytes: int = 4 << 30, address_limit: bool = BACKEND.name == "simulator", network: bool = True,
+                 memory_bytes: int = 4 << 30, address_limit: bool, network: bool = True,
                  extra_writable: Sequence[str] = (), full: bool = True) -> Confined:
     """Run argv through the warden, in tmp/scratch (confine.scratch_folder), and wait for it and its
     whole process tree. run_s: the default clock of a phase (progress.json steps restart it);
@@ -196,7 +196,7 @@ def run_child(exercise: Exercise, source: str, timeout_s: float = RUN_TIMEOUT_S,
     log); slowdown: how much slower each run is expected to be (under a sanitizer); hidden: the hidden
     cases' seed (build_cases; one per grade, so every child of a grade runs the same inputs).
     """
-    sim_child = backend == "sim" or (backend is None and BACKEND.name == "simulator")
+    sim_child = backend == "sim" or (backend is None and BACKEND.can_trace)  # a child that traces every access
     if cases is None:
         cases = build_cases(exercise, public_only, perturbed=sim_child, hidden=hidden)
     job_for_speed = speed_job(exercise) if speed and BACKEND.can_time and not sim_child and exercise.speed \
