@@ -134,13 +134,14 @@ def _topic_files() -> list[Path]:
     return files
 
 
+def _lines_matching(pattern: re.Pattern, paths: list[Path]) -> list[str]:
+    """Each line of code (comments left out) of these files that `pattern` finds, as path:line: text."""
+    return [f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}" for path in paths
+            for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line.split("#", 1)[0])]
+
+
 def test_no_topic_module_reads_a_back_end_flag():
-    found = []
-    for path in _topic_files():
-        for n, line in enumerate(path.read_text().splitlines(), 1):
-            code = line.split("#", 1)[0]
-            if FLAG.search(code):
-                found.append(f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}")
+    found = _lines_matching(FLAG, _topic_files())
     assert not found, ("topic code asks kernels_lab.backend.BACKEND for a size, a grid, a launch or a capability, "
                        "never which machine this is:\n  " + "\n  ".join(found))
 
@@ -148,8 +149,7 @@ def test_no_topic_module_reads_a_back_end_flag():
 def test_the_grader_asks_capabilities_not_which_machine():
     # the grader records the back-end's name in a grade (data), but never branches on it
     branch = re.compile(r"\b(ON_GPU|ON_SIMULATOR)\b|BACKEND(_NAME|\.name)\s*[!=]=")
-    found = [f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}" for path in sorted((PACKAGE / "grading").glob("*.py"))
-             for n, line in enumerate(path.read_text().splitlines(), 1) if branch.search(line.split("#", 1)[0])]
+    found = _lines_matching(branch, sorted((PACKAGE / "grading").glob("*.py")))
     assert not found, ("the grader asks BACKEND for a capability (on_device, can_time, can_trace):\n  "
                        + "\n  ".join(found))
     assert branch.search("if BACKEND.name != 'gpu':") and not branch.search("backend: str = BACKEND_NAME")

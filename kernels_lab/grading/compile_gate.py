@@ -282,8 +282,8 @@ def _child(path: str, entry: str, sig: str, result_path: str) -> int:
     try:
         exec(compile(source, SUBMISSION_FILE, "exec"), module.__dict__)
         kernel = module.__dict__[entry]
-        from numba.cuda.dispatcher import CUDADispatcher
-        if not isinstance(kernel, CUDADispatcher):
+        from ..runtime import kernel_class
+        if not isinstance(kernel, kernel_class()):  # numba's dispatcher: this child runs on the PTX back-end
             result.update(status="rejected", type="TypeError",
                           message=f"{entry} is a {type(kernel).__name__} object, not a @cuda.jit kernel")
             save()
