@@ -156,35 +156,100 @@ def _fix_simulator_shared_arrays() -> None:
     kernelapi.FakeCUDAShared.array = array
 
 
-def _let_the_block_manager_yield() -> None:
-    """numba-cuda 0.30's simulated block is run by a loop that polls its threads (is_alive, syncthreads_blocked,
-    exception) without pause. Two fixes to what the loop sees, in the one method it calls on every thread:
-    - it holds the GIL for whole switch intervals while the threads it waits for cannot run, and with blocks side
-      by side (sim_coresident, clusters) several such loops starve every kernel thread (a layernorm cluster of 8
-      blocks over 3 rows: 80 s). is_alive yields the GIL first: the same schedule, 25-100x faster for clusters;
-    - a thread that raises and ends between two polls is dropped from the loop's live threads unseen: the rest of
-      its block passes syncthreads without it and the launch reports a later, secondary error (or a cluster
-      barrier's timeout; seen on CI). A thread that raised counts as alive until the loop has seen its error.
-    Tested in tests/test_runtime.py."""
-    import time as _time
+def _wake_the_block_manager() -> None:
+    """numba-cuda 0.30's simulated block is run by a loop that polls its threads (syncthreads_blocked, exception,
+    is_alive) without pause: on two cores it took a core from the kernel threads it waits for, and with blocks side
+    by side (sim_coresident, clusters) several such loops starved every kernel thread. The same loop, woken
+    instead of spinning: a thread tells its block's loop when it starts waiting at syncthreads and when it ends
+    (however it ends), and the loop sleeps in between (at most WAKE_S, so a lost wake-up costs time, never a
+    hang). What the loop decides is numba's: release a barrier once every live thread waits at it, raise the first
+    error, end when every thread has. One more fix, in what it sees: numba's loop dropped a thread that raised and
+    ended between two polls, and the rest of its block passed syncthreads without it (a later, secondary error,
+    or a cluster barrier's timeout; seen on CI); a thread that raised counts as alive until the loop has seen its
+    error. Tested in tests/test_runtime.py."""
+    import threading as _threading
 
+    import numpy as _np
     from numba.cuda.simulator import kernel
 
-    polled = kernel.BlockThread.is_alive  # threading.Thread's
+    class News:
+        """What a block's threads tell its loop: something changed since it last looked."""
+        def __init__(self):
+            self.cond, self.fresh = _threading.Condition(), False
 
-    def is_alive(self) -> bool:
-        _time.sleep(0)  # releases the GIL: the polled threads run between two polls
-        return polled(self) or self.exception is not None  # set before the thread ends: no window
+        def tell(self) -> None:
+            with self.cond:
+                self.fresh = True
+                self.cond.notify()
 
-    is_alive.kernels_lab_yields = True
-    kernel.BlockThread.is_alive = is_alive
+        def wait(self) -> None:
+            with self.cond:
+                if not self.fresh:
+                    self.cond.wait(WAKE_S)
+                self.fresh = False
+
+    class WaitingTells(_threading.Event):
+        """A thread's syncthreads event: waiting on it tells the loop (syncthreads_blocked is set by then)."""
+        def __init__(self, news: News):
+            super().__init__()
+            self.news = news
+
+        def wait(self, timeout=None):
+            self.news.tell()
+            return super().wait(timeout)
+
+    thread_run = kernel.BlockThread.run
+
+    def run_then_tell(self):
+        try:
+            thread_run(self)  # numba's: sets self.exception if the kernel raised
+        finally:
+            self._kl_ran = True  # is_alive() stays True a moment longer: the loop would sleep on it
+            news = getattr(self, "_kl_news", None)
+            if news is not None:
+                news.tell()
+
+    def run_block(self, grid_point, *args):
+        news, threads = News(), []
+        for block_point in _np.ndindex(*self._block_dim):
+            t = kernel.BlockThread(lambda: self._f(*args), self, grid_point, block_point, self._debug)
+            t._kl_news, t._kl_ran, t.syncthreads_event = news, False, WaitingTells(news)
+            threads.append(t)
+            t.start()
+        live, blocked = set(threads), set()
+        while live:
+            news.wait()
+            for t in live:
+                if t.syncthreads_blocked:
+                    blocked.add(t)
+                elif t.exception:  # abort the others (numba's: they are not joined, for debugging)
+                    for other in threads:
+                        other.abort, other.syncthreads_blocked = True, False
+                        other.syncthreads_event.set()
+                    raise t.exception[0].with_traceback(t.exception[1])
+            live = {t for t in live if not t._kl_ran or t.exception is not None}  # an error is seen first
+            if live and live == blocked:  # before the next wait: the news of the last thread to end is spent
+                for t in blocked:
+                    t.syncthreads_blocked = False
+                    t.syncthreads_event.set()
+                blocked = set()
+        for t in threads:  # an error set before its thread ended, after the last look
+            if t.exception:
+                raise t.exception[0].with_traceback(t.exception[1])
+
+    kernel.BlockThread.run = run_then_tell
+    kernel.BlockManager.run = run_block
+    kernel.BlockManager.kernels_lab_woken = True
+
+
+WAKE_S = 0.05  # the longest a simulated block's loop sleeps without news (a lost wake-up costs this, no more)
 
 
 ON_GPU: bool = BACKEND_NAME == "gpu"
 ON_SIMULATOR: bool = BACKEND_NAME == "simulator"  # "ptx" is neither: real compiler, no device
 if ON_SIMULATOR:
     _fix_simulator_shared_arrays()
-    _let_the_block_manager_yield()
+    _wake_the_block_manager()
     from .sim_device import install as _install_sim_device
     _install_sim_device()  # warp shuffles, votes and masks (kernels_lab/sim_device.py)
 

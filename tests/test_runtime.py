@@ -81,19 +81,29 @@ def test_threads_starting_together_share_one_shared_array():
 
 
 @pytest.mark.skipif(not runtime.ON_SIMULATOR, reason="simulator fix")
-def test_the_simulated_block_manager_yields_between_polls():
-    # a launch runs its threads in BlockThreads whose is_alive (what the block manager polls) yields the GIL
-    import threading
-
+def test_the_simulated_block_manager_is_woken_not_spinning():
+    # a launch's block loop sleeps until a thread waits at syncthreads or ends: barriers still release, in order
     import numpy as np
+    from numba.cuda.simulator import kernel
+    assert getattr(kernel.BlockManager, "kernels_lab_woken", False)
 
     @cuda.jit
-    def who(out):
-        out[0] = getattr(threading.current_thread().is_alive, "kernels_lab_yields", False)  # the simulator runs Python
+    def rotate(a, out):
+        sm = cuda.shared.array(96, np.float32)
+        tid = cuda.threadIdx.x
+        for step in range(3):  # two barriers a step: each must hold every thread of the block
+            sm[tid] = a[tid] + step
+            cuda.syncthreads()
+            got = sm[(tid + 1) % cuda.blockDim.x]
+            cuda.syncthreads()
+            out[step, tid] = got
+        cuda.syncthreads()
 
-    out = np.zeros(1, np.float32)
-    who[1, 4](out)
-    assert out[0] == 1.0
+    a = np.random.default_rng(1).standard_normal(96).astype(np.float32)
+    out = np.full((3, 96), np.nan, np.float32)
+    rotate[1, 96](a, out)
+    for step in range(3):
+        np.testing.assert_array_equal(out[step], np.roll(a, -1) + np.float32(step))
 
 
 @pytest.mark.skipif(not runtime.ON_SIMULATOR, reason="simulator fix")
