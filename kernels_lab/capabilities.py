@@ -129,7 +129,9 @@ def ptx_compile(probe: bool = False, timeout_s: float = 120) -> Capability:
 # numba internals touched here and nowhere else (pinned to numba-cuda 0.30, tests/test_ptx.py):
 #   numba.cuda.dispatcher.get_current_device, which Dispatcher.compile_device calls to pick the
 #   compute capability a *device function* is compiled for. Without a GPU it raises, so
-#   cuda.compile_ptx fails for any kernel that calls a @cuda.jit(device=True) function.
+#   cuda.compile_ptx fails for any kernel that calls a @cuda.jit(device=True) function;
+#   numba.cuda.compiler._compile_pyfunc_with_fixup, what cuda.compile_ptx calls before NVVM: its library
+#   gives PTX for any cc (compile_ptx_each).
 
 SUPPORTED_NUMBA_CUDA = "0.30."
 _compile_lock = threading.Lock()
@@ -148,24 +150,40 @@ def compile_ptx(pyfunc, signature, cc: tuple[int, int], **options) -> str:
     would ask the current device, and fail without one). A device function is compiled once per
     process and signature: compile one cc per process where the difference matters. Needs numba's
     real compiler: KERNELS_LAB_BACKEND=ptx (no GPU) or a GPU, and NVVM + NVRTC (ptx_compile())."""
+    return compile_ptx_each(pyfunc, signature, [cc], **options)[tuple(cc)]
+
+
+def compile_ptx_each(pyfunc, signature, ccs, **options) -> dict[tuple[int, int], str]:
+    """compile_ptx for several compute capabilities from one lowering: numba types and lowers the kernel
+    once, at the lowest of them (as its device functions are, once a process), and NVVM turns that into
+    PTX for each. Typing and lowering are nearly all of a kernel's compile time; what numba-cuda 0.30
+    lowers differently by cc is gated at 6.0 and 7.5 (double atomics, fast tanh), met by every cc here."""
     from importlib.metadata import version
 
-    from .runtime import ON_SIMULATOR, cuda
+    from .runtime import ON_SIMULATOR
     if ON_SIMULATOR:
         raise RuntimeError("the CUDA simulator has no compiler: run with KERNELS_LAB_BACKEND=ptx to compile PTX")
     found = version("numba-cuda")
     if not found.startswith(SUPPORTED_NUMBA_CUDA):
         raise RuntimeError(f"kernels_lab/capabilities.py patches numba-cuda {SUPPORTED_NUMBA_CUDA}* internals "
                            f"to compile without a GPU; found {found}: re-check it")
-    from numba.cuda import dispatcher
+    from numba.cuda import compiler, dispatcher
+    ccs = sorted({tuple(cc) for cc in ccs})
     with _compile_lock:
         original = dispatcher.get_current_device
-        dispatcher.get_current_device = lambda: _TargetDevice(tuple(cc))
-        try:
-            ptx, _ = cuda.compile_ptx(pyfunc, signature, cc=tuple(cc), **options)
+        dispatcher.get_current_device = lambda: _TargetDevice(ccs[0])
+        try:  # what cuda.compile_ptx does (a kernel, numba's ABI), keeping the library for each cc
+            lib, _ = compiler._compile_pyfunc_with_fixup(pyfunc, signature, device=False, abi="numba", cc=ccs[0],
+                                                         **options)
+            return {cc: _one(lib.get_asm_strs(cc=cc)) for cc in ccs}
         finally:
             dispatcher.get_current_device = original
-    return ptx
+
+
+def _one(codes: list[str]) -> str:
+    if len(codes) != 1:
+        raise RuntimeError(f"compiling this kernel gives {len(codes)} PTX files, not one")
+    return codes[0]
 
 
 def ncu() -> Capability:
