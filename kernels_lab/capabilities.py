@@ -168,8 +168,12 @@ def compile_ptx_each(pyfunc, signature, ccs, **options) -> dict[tuple[int, int],
         raise RuntimeError(f"kernels_lab/capabilities.py patches numba-cuda {SUPPORTED_NUMBA_CUDA}* internals "
                            f"to compile without a GPU; found {found}: re-check it")
     from numba.cuda import compiler, dispatcher
+    from numba.cuda.core.compiler_lock import global_compiler_lock  # what cuda.compile_ptx holds throughout
     ccs = sorted({tuple(cc) for cc in ccs})
-    with _compile_lock:
+    if len(ccs) > 1 and ccs[0] < _SAME_LOWERING_FROM:
+        raise ValueError(f"numba lowers differently below sm_{_SAME_LOWERING_FROM[0]}{_SAME_LOWERING_FROM[1]}: "
+                         f"compile {ccs[0]} on its own")
+    with _compile_lock, global_compiler_lock:
         original = dispatcher.get_current_device
         dispatcher.get_current_device = lambda: _TargetDevice(ccs[0])
         try:  # what cuda.compile_ptx does (a kernel, numba's ABI), keeping the library for each cc
@@ -178,6 +182,9 @@ def compile_ptx_each(pyfunc, signature, ccs, **options) -> dict[tuple[int, int],
             return {cc: _one(lib.get_asm_strs(cc=cc)) for cc in ccs}
         finally:
             dispatcher.get_current_device = original
+
+
+_SAME_LOWERING_FROM = (7, 5)  # numba-cuda 0.30's last cc gate in lowering (fast tanh); double atomics at 6.0
 
 
 def _one(codes: list[str]) -> str:

@@ -216,7 +216,11 @@ def test_compiling_without_a_gpu_patches_what_numba_cuda_0_30_has():
     # replaces must still be where it was (a numba-cuda upgrade fails here, loudly)
     code = ("from numba.cuda import dispatcher; import inspect; "
             "assert 'get_current_device().compute_capability' in inspect.getsource(dispatcher.CUDADispatcher.compile_device); "
-            "assert callable(dispatcher.get_current_device); print('ok')")
+            "assert callable(dispatcher.get_current_device); "
+            # compile_ptx_each keeps the library cuda.compile_ptx makes: its one step before NVVM must still be
+            "from numba.cuda import compiler; "
+            "assert 'lib, resty = _compile_pyfunc_with_fixup(' in inspect.getsource(compiler.compile); "
+            "print('ok')")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["KERNELS_LAB_BACKEND"] = "ptx"
     out = subprocess.run([sys.executable, "-c", "import kernels_lab; " + code], capture_output=True, text=True,
