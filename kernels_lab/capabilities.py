@@ -179,7 +179,7 @@ def compile_ptx_each(pyfunc, signature, ccs, **options) -> dict[tuple[int, int],
         try:  # what cuda.compile_ptx does (a kernel, numba's ABI), keeping the library for each cc
             lib, _ = compiler._compile_pyfunc_with_fixup(pyfunc, signature, device=False, abi="numba", cc=ccs[0],
                                                          **options)
-            return {cc: _one(lib.get_asm_strs(cc=cc)) for cc in ccs}
+            return {cc: _ptx_at(lib, cc) for cc in ccs}
         finally:
             dispatcher.get_current_device = original
 
@@ -187,7 +187,12 @@ def compile_ptx_each(pyfunc, signature, ccs, **options) -> dict[tuple[int, int],
 _SAME_LOWERING_FROM = (7, 5)  # numba-cuda 0.30's last cc gate in lowering (fast tanh); double atomics at 6.0
 
 
-def _one(codes: list[str]) -> str:
+def _ptx_at(lib, cc: tuple[int, int]) -> str:
+    """NVVM's PTX of a lowered kernel for one cc; its failure names the cc (the lowering served them all)."""
+    try:
+        codes = lib.get_asm_strs(cc=cc)
+    except Exception as e:  # noqa: BLE001  (NVVM's errors have no common type)
+        raise RuntimeError(f"NVVM for sm_{cc[0]}{cc[1]}: {e}") from e
     if len(codes) != 1:
         raise RuntimeError(f"compiling this kernel gives {len(codes)} PTX files, not one")
     return codes[0]

@@ -220,7 +220,10 @@ def test_compiling_without_a_gpu_patches_what_numba_cuda_0_30_has():
             # compile_ptx_each keeps the library cuda.compile_ptx makes: its one step before NVVM must still be
             "from numba.cuda import compiler; "
             "assert 'lib, resty = _compile_pyfunc_with_fixup(' in inspect.getsource(compiler.compile); "
-            "print('ok')")
+            # and it refuses ccs that numba would lower differently (sm_70 has no fast tanh)
+            "from kernels_lab.capabilities import compile_ptx_each\n"
+            "try:\n compile_ptx_each(lambda: None, (), [(7, 0), (9, 0)])\n"
+            "except ValueError as e:\n assert 'below sm_75' in str(e), e; print('ok')")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["KERNELS_LAB_BACKEND"] = "ptx"
     out = subprocess.run([sys.executable, "-c", "import kernels_lab; " + code], capture_output=True, text=True,
