@@ -78,7 +78,7 @@ def compile_all(path, ccs):
     for job in jobs:  # lowered once, at the lowest cc; NVVM makes each cc's PTX (compile_ptx_each)
         try:
             compile_ptx_each(rebuild(job["fn"]), job["sig"], ccs, fastmath=job["fn"]["fastmath"])
-            compiled += len(ccs)
+            compiled += 1
         except Exception as e:
             failed.append({"kernel": f"sm_{'/'.join(f'{a}{b}' for a, b in ccs)}: {job['where']}",
                            "error": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[-1]}"})
@@ -207,7 +207,7 @@ def test_every_kernel_compiles_for_sm75_and_sm90(name, compiler, tmp_path):
     # instruction the kernels use that sm_75 lacks and sm_90 has not checked, and a third of the time
     ccs = [f"{a}.{b}" for a, b in (min(capabilities.STUDENT_CCS), max(capabilities.STUDENT_CCS))]
     report = compiler.compile(tmp_path / "jobs.pkl", ccs)
-    assert report["compiled"] + len(report["failed"]) * len(ccs) == len(jobs) * len(ccs)
+    assert report["compiled"] + len(report["failed"]) == len(jobs)  # each kernel for every cc, or failed
     assert not report["failed"], "\n".join(f"{f['kernel']}: {f['error']}" for f in report["failed"])
 
 
