@@ -1,6 +1,6 @@
 """The lessons: one Jupytext source each (notebooks/lessons/), and the committed notebooks are what
-notebooks/build.py makes of them; valid notebooks, exercise notebooks without outputs; every
-solution runs top to bottom; every unfilled exercise fails its check and nothing else fails."""
+notebooks/build.py makes of them; valid notebooks, exercise notebooks without outputs; each lesson runs top to
+bottom with its exercises unfilled (each check fails, nothing else does) and then solved (each check passes)."""
 
 import importlib.util
 from pathlib import Path
@@ -22,13 +22,6 @@ spec.loader.exec_module(build)
 LESSONS = list(build.sources())
 WITH_EXERCISES = [name for name in LESSONS
                   if any(c.kind == "exercise" for c in lessons.read_lesson(build.sources()[name]))]
-
-
-def _run(path, allow_errors):
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=240, kernel_name="python3", allow_errors=allow_errors,
-                   resources={"metadata": {"path": str(NB)}}).execute()
-    return nb
 
 
 def test_every_lesson_has_a_source_and_every_notebook_a_lesson():
@@ -130,26 +123,41 @@ def test_lesson_06_checks_accept_ties_and_name_the_unwritten_element():
         pdl_rules.check_grouped(no_stride)
 
 
+def _errors(cell):
+    return [o for o in cell.outputs if o.output_type == "error"]
+
+
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_solution_runs_top_to_bottom(lesson):
-    nb = _run(build.paths(lesson)[1], allow_errors=False)
-    noise = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs
-             if o.output_type == "stream" and o.name == "stderr" and "Warning" in o.text]
-    assert not noise, f"{lesson}: warnings in the outputs: {noise[0][:300]}"
-
-
-@pytest.mark.parametrize("lesson", WITH_EXERCISES)
-def test_unfilled_exercises_fail_their_checks_and_nothing_else_fails(lesson):
-    nb = _run(build.paths(lesson)[0], allow_errors=True)
-    cells = [c for c in nb.cells if c.cell_type == "code"]
-    checks = {i + 1 for i, c in enumerate(cells) if c.source.startswith("# EXERCISE:")}
-    assert checks
-    for i, c in enumerate(cells):
-        errors = [o for o in c.outputs if o.output_type == "error"]
+def test_each_lesson_runs_unfilled_then_solved_in_one_kernel(lesson):
+    """The exercise notebook top to bottom: each unfilled exercise's check (the cell after it) fails with an
+    AssertionError and nothing else fails. Then, in the same kernel, each exercise's solution cell and its check
+    again: they pass. The solution notebook is the exercise notebook with the solution cells in place of the
+    stubs (asserted), and a cell other than a check that read what an exercise defines would fail in the unfilled
+    run, so this is the solution notebook's run too, without running a lesson's other cells a second time (they
+    are most of these tests' time). No output anywhere is a warning."""
+    exercise, solution = (nbformat.read(p, as_version=4) for p in build.paths(lesson))
+    marked = [i for i, c in enumerate(exercise.cells) if "exercise" in c.metadata.get("tags", [])]
+    same = [(c.cell_type, c.source) for i, c in enumerate(exercise.cells) if i not in marked]
+    assert same == [(c.cell_type, c.source) for i, c in enumerate(solution.cells) if i not in marked]
+    checks = set()
+    for i in marked:
+        check = next(j for j in range(i + 1, len(exercise.cells)) if exercise.cells[j].cell_type == "code")
+        checks.add(check)
+        for cell in (solution.cells[i], exercise.cells[check]):  # appended: the solution, then its check
+            exercise.cells.append(nbformat.v4.new_code_cell(cell.source))
+    NotebookClient(exercise, timeout=240, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(NB)}}).execute()
+    for i, c in enumerate(exercise.cells):
+        if c.cell_type != "code":
+            continue
         if i in checks:
-            assert errors and errors[0].ename == "AssertionError", (lesson, c.source[:80])
+            errors = _errors(c)
+            assert errors and errors[0].ename == "AssertionError", (lesson, "unfilled", c.source[:80])
         else:
-            assert not errors, (lesson, c.source[:80], errors and errors[0].evalue)
+            assert not _errors(c), (lesson, c.source[:80], _errors(c)[0].evalue)
+        noise = [o.text for o in c.outputs
+                 if o.output_type == "stream" and o.name == "stderr" and "Warning" in o.text]
+        assert not noise, f"{lesson}: warnings in the outputs: {noise[0][:300]}"
 
 
 def test_the_notebook_check_judges_what_the_grader_takes_from_the_notebook(tmp_path):
