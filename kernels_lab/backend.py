@@ -11,7 +11,7 @@ this is:
     BACKEND.persistent_grid / resident_limit / require_coresident / coresident   grids sized to the machine
     BACKEND.size(gpu=, simulator=)     a size: where the simulator must run smaller, never another code path
     BACKEND.sizes                      the generic ones (grids, the largest problem)
-    BACKEND.can_launch / can_time / can_trace / has_graphs / on_device / pdl() / ...   capabilities
+    BACKEND.can_launch / can_time / can_trace / has_graphs / on_device / python_threads / pdl() / ...   capabilities
     BACKEND.weak_memory(seed)          ordering bugs made visible (the simulator's, sim_weak.py; models_weak_memory)
     BACKEND.host_view(mapped), BACKEND.facts(), BACKEND.describe(), BACKEND.free_memory()
 
@@ -116,6 +116,9 @@ class Backend:
     atomic_add_reads = 1         # reads one atomic add shows in the byte trace
     models_weak_memory = False   # weak_memory() makes ordering bugs give wrong answers here (sim_weak.py)
     on_device = False            # a CUDA device and its driver: device pointers, compute-sanitizer, the driver's files
+    python_threads = False       # every GPU thread a Python thread: clusters and barriers are modelled in Python,
+                                 # the GIL's switch interval paces them, and a grid's blocks run one after another
+    untimed: str | None = "timings need a GPU"  # why this back-end cannot time; None where it can
     sizes: Sizes
     _dropped_options: tuple[str, ...] = ()
 
@@ -232,6 +235,7 @@ def _types(kernel, signature: Sequence[Any]) -> tuple:
 class GpuBackend(Backend):
     name, where = "gpu", "this GPU"
     can_time = True
+    untimed = None
     on_device = True
     has_graphs = True
     sizes = Sizes(persistent_blocks=None, max_elements=None)
@@ -284,6 +288,8 @@ class SimulatorBackend(Backend):
 
     name, where = "simulator", "the simulator"
     can_trace = True
+    python_threads = True
+    untimed = "timings need a GPU: the simulator runs kernels as Python threads"
     blocks_run_together = False
     synchronous_launches = True
     atomic_add_reads = 2  # its atomic add reads the word twice (the old value, then for +=): the trace sees both
@@ -329,6 +335,7 @@ class PtxBackend(Backend):
 
     name, where = "ptx", "PTX-only"
     can_launch = False
+    untimed = "timings need a GPU: the ptx back-end compiles kernels and launches none"
     sizes = Sizes(persistent_blocks=2, max_elements=None)  # no device to size a grid from: plans only
 
 

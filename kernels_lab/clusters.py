@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 from .arrays import ArgumentError
 from .backend import BACKEND
-from .runtime import ON_SIMULATOR, BackendError
+from .runtime import BackendError
 
 MIN_CC = (9, 0)          # clusters and DSMEM: Hopper and later
 PORTABLE_CLUSTER = 8     # the most blocks per cluster every cc 9.x GPU runs
@@ -66,7 +66,7 @@ def cluster_refusal(cc: tuple[int, int] | None = None) -> str | None:
     """Why this machine cannot run thread-block clusters, or None. cc: the compute capability to judge
     (by default the device's; the simulator and the PTX back-end run them)."""
     if cc is None:
-        if BACKEND.name != "gpu":
+        if not BACKEND.on_device:
             return None
         cc = tuple(BACKEND.facts().compute_capability)
     if tuple(cc) < MIN_CC:
@@ -93,7 +93,7 @@ def cluster_launcher(kernel, grid: int, block: int, cluster: int, args: tuple, s
     _check_shape(grid, block, cluster)
     if (why := cluster_refusal()) is not None:
         raise ClusterError(why)
-    if BACKEND.name == "simulator":
+    if BACKEND.python_threads:
         return _simulated_launch(kernel, grid, block, cluster, args, dynamic_shared)
     if not BACKEND.can_launch:
         raise BackendError(f"{BACKEND.where} runs no kernels (KERNELS_LAB_BACKEND=ptx compiles them only)")
@@ -136,7 +136,7 @@ def max_active_clusters(launch) -> int | None:
     """How many clusters of a bound launch the device holds at once (cuOccupancyMaxActiveClusters);
     0: this cluster shape cannot run at all (too many blocks, too much shared memory or registers).
     None on the simulator (one cluster at a time, whatever its size)."""
-    if BACKEND.name != "gpu":
+    if not BACKEND.on_device:
         return None
     from cuda.bindings import driver
     err, n = driver.cuOccupancyMaxActiveClusters(launch._function, launch._config)
@@ -316,7 +316,7 @@ def _peer(a, rank):
 
 
 _STAGGER_S = [0.0]  # staggered_loads' seconds per rank (0: loads at once)
-STAGGERS_LOADS = ON_SIMULATOR  # staggered_loads delays only the simulator's DSMEM loads (Python); a GPU's are not
+STAGGERS_LOADS = BACKEND.python_threads  # staggered_loads delays only the simulator's DSMEM loads; a GPU's are not
 
 
 @contextlib.contextmanager
@@ -342,7 +342,7 @@ def _dsmem_store(a, i, rank, v) -> None:
     _peer(a, rank)[i] = v
 
 
-if ON_SIMULATOR:
+if BACKEND.python_threads:  # the simulator's: in Python
     cluster_rank, cluster_size, cluster_index = _rank, _size, _index
     cluster_arrive, cluster_wait, cluster_sync = _arrive, _wait, _sync
     dsmem_load, dsmem_store = _dsmem_load, _dsmem_store

@@ -395,7 +395,7 @@ class Workload:
 
 def _on_gpu() -> bool:
     from .backend import BACKEND
-    return BACKEND.name == "gpu"
+    return BACKEND.on_device
 
 
 # -- exercises: views of a workload ---------------------------------------------------------

@@ -50,7 +50,7 @@ def _safely(probe: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
 
 def _grid_sync() -> tuple[bool, str]:
     """A grid-wide barrier across blocks (persistent variants that step with grid.sync())."""
-    if BACKEND.name == "simulator":
+    if BACKEND.python_threads:
         return False, ("the simulator runs grid sync within one block only: persistent grid-sync variants run "
                        "with 1 block here (correctness, not co-residency)")
     if not BACKEND.on_device:
@@ -142,7 +142,7 @@ def report() -> tuple[str, list[str]]:
         feature(True, "correctness, launch counts", "every variant against float64 on the GPU")
         feature(True, "timings", "CUDA events, medians, L2 flushed")
         feature(False, "traced bytes", "the byte tracer runs on the simulator only (KERNELS_LAB_BACKEND=sim)")
-    elif BACKEND.name == "simulator":
+    elif BACKEND.python_threads:
         feature(True, "correctness, launch counts, traced bytes", "on numba's CUDA simulator, at small sizes")
         feature(False, "timings", "the simulator cannot time kernels: run on a GPU")
     else:

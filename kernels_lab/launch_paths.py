@@ -32,7 +32,7 @@ class LaunchFailed(RuntimeError):
 
 def _require_gpu(what: str) -> None:
     from .backend import BACKEND
-    if BACKEND.name != "gpu":
+    if not BACKEND.on_device:
         raise LaunchPathUnavailable(f"{what} needs a GPU; on the simulator use plain numba launches")
     check_numba_cuda_version("kernels_lab/launch_paths.py")
 

@@ -37,7 +37,7 @@ def setup() -> str:
     """Say where the lesson runs; make the simulator's barriers faster; silence numba's
     low-occupancy warning (and only that one)."""
     warnings.filterwarnings("ignore", message=_LOW_OCCUPANCY)
-    if BACKEND.name == "simulator":
+    if BACKEND.python_threads:
         sys.setswitchinterval(5e-5)
         return ("Running on numba's CUDA simulator: small sizes, launches and bytes are real, "
                 "timings come from the committed H200 results in figures/data/.")
@@ -83,6 +83,7 @@ def judged(exercise: str, entry: Any) -> Judged:
     from .grading import judge as J
     from .grading.child import forbidden_import, run_case, run_data_case
     from .grading.exercises import get_exercise
+    from .grading.grade import machine
     from .grading.records import Run
     from .grading.cases import build_cases, load_judge
     from .grading.verdict import case_verdict
@@ -91,7 +92,7 @@ def judged(exercise: str, entry: Any) -> Judged:
         raise AssertionError(f"define {ex.entry} first")
     if (refused := forbidden_import(entry)) is not None:
         raise AssertionError(f"{exercise}: {refused}")
-    here = J.Machine(gpu=BACKEND.name == "gpu", simulator=BACKEND.name == "simulator", notebook=True)
+    here = machine(sanitizers=False, notebook=True)
     cases = build_cases(ex, public_only=True)
     if ex.kind == "data":  # the judge's own runs, here in the notebook's process
         runs = {c["id"]: Run.from_report(run_data_case(entry, load_judge(ex), c, ex.entry)) for c in cases}
@@ -170,7 +171,7 @@ def committed_ncu(name: str) -> dict[str, dict[str, float | str]]:
 
 
 def live() -> bool:
-    return BACKEND.name == "gpu"
+    return BACKEND.on_device
 
 
 # -- the lessons' sources -------------------------------------------------------------------

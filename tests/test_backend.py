@@ -22,18 +22,21 @@ def test_the_object_is_the_back_end_runtime_chose():
 
 @pytest.mark.parametrize("kind, answers", [
     (B.GpuBackend, dict(can_launch=True, can_time=True, can_trace=False, has_graphs=True, blocks_run_together=True,
-                        synchronous_launches=False, atomic_add_reads=1, on_device=True, size=256)),
+                        synchronous_launches=False, atomic_add_reads=1, on_device=True, python_threads=False,
+                        size=256)),
     (B.SimulatorBackend, dict(can_launch=True, can_time=False, can_trace=True, has_graphs=False,
                               blocks_run_together=False, synchronous_launches=True, atomic_add_reads=2,
-                              on_device=False, size=32)),
+                              on_device=False, python_threads=True, size=32)),
     (B.PtxBackend, dict(can_launch=False, can_time=False, can_trace=False, has_graphs=False, blocks_run_together=True,
-                        synchronous_launches=False, atomic_add_reads=1, on_device=False, size=256)),
+                        synchronous_launches=False, atomic_add_reads=1, on_device=False, python_threads=False,
+                        size=256)),
 ])
 def test_what_each_back_end_answers(kind, answers):
     b = kind()
     assert b.size(gpu=256, simulator=32) == answers.pop("size")  # PTX compiles the GPU's kernels: its sizes
     for name, want in answers.items():
         assert getattr(b, name) == want, name
+    assert (b.untimed is None) == b.can_time and (b.untimed or "timings need a GPU").startswith("timings need a GPU")
 
 
 def test_only_the_simulator_limits_sizes_and_drops_performance_hints():
@@ -146,13 +149,20 @@ def test_no_topic_module_reads_a_back_end_flag():
                        "never which machine this is:\n  " + "\n  ".join(found))
 
 
-def test_the_grader_asks_capabilities_not_which_machine():
-    # the grader records the back-end's name in a grade (data), but never branches on it
+# the modules that define or patch numba's own objects per back-end, at import (numba internals, one module each)
+NUMBA_INTERNALS = {"runtime.py", "backend.py", "intrinsics.py", "sim_weak.py", "capabilities.py",
+                   "instrument/launch_hook.py"}
+
+
+def test_the_package_asks_capabilities_not_which_machine():
+    # the grader and the reports record the back-end's name (data), but nothing else branches on it
     branch = re.compile(r"\b(ON_GPU|ON_SIMULATOR)\b|BACKEND(_NAME|\.name)\s*[!=]=")
-    found = _lines_matching(branch, sorted((PACKAGE / "grading").glob("*.py")))
-    assert not found, ("the grader asks BACKEND for a capability (on_device, can_time, can_trace):\n  "
-                       + "\n  ".join(found))
+    files = [p for p in sorted(PACKAGE.rglob("*.py")) if str(p.relative_to(PACKAGE)) not in NUMBA_INTERNALS]
+    found = _lines_matching(branch, files)
+    assert not found, ("ask BACKEND for a capability (on_device, can_time, can_trace, python_threads, untimed...), "
+                       "not which machine this is:\n  " + "\n  ".join(found))
     assert branch.search("if BACKEND.name != 'gpu':") and not branch.search("backend: str = BACKEND_NAME")
+    assert all((PACKAGE / name).is_file() for name in NUMBA_INTERNALS) and len(files) > 100
 
 
 def test_the_flag_test_sees_a_flag():

@@ -30,9 +30,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def _preflight(args: argparse.Namespace) -> None:
     """What can be known wrong before a command starts: the back-end request."""
     from .. import runtime
+    from ..backend import BACKEND
     if runtime.BACKEND_ERROR and args.command != "doctor":
         raise UsageError(runtime.BACKEND_ERROR)
-    if runtime.BACKEND_NAME == "ptx" and args.command in ("demo", "profile", "bench", "timeline"):
+    if not BACKEND.can_launch and args.command in ("demo", "profile", "bench", "timeline"):
         raise UsageError(f"{runtime.BACKEND_ENV}=ptx compiles kernels but cannot launch them; "
                          f"`{args.command}` needs {runtime.BACKEND_ENV}=gpu or sim (or unset it)")
 

@@ -76,11 +76,13 @@ def content_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def machine(compile_gate: bool = True, sanitizers: bool = True) -> Machine:
-    """This machine, as the checks see it (the instructor's switches included)."""
+def machine(compile_gate: bool = True, sanitizers: bool = True, notebook: bool = False) -> Machine:
+    """This machine, as the checks see it (the instructor's switches included; `notebook`: lessons.check's,
+    in the student's process)."""
     # `simulator`: perturbed schedules and the byte trace, both the simulator's tracer's
     return Machine(gpu=BACKEND.on_device, simulator=BACKEND.can_trace,
-                   sanitizer=sanitizers and find_sanitizer() is not None, compile_gate=compile_gate)
+                   sanitizer=sanitizers and find_sanitizer() is not None, compile_gate=compile_gate,
+                   notebook=notebook)
 
 
 def counted_checks(ex: Exercise, compile_gate: bool = True, sanitizers: bool = True) -> dict[str, float]:

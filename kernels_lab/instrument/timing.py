@@ -85,11 +85,7 @@ class L2Flusher:
 
 def why_untimed() -> str | None:
     """Why this back-end cannot time (the simulator runs kernels as Python threads), or None."""
-    if BACKEND.can_time:
-        return None
-    if BACKEND.name == "simulator":
-        return "timings need a GPU: the simulator runs kernels as Python threads"
-    return f"timings need a GPU: the {BACKEND.name} back-end compiles kernels and launches none"
+    return BACKEND.untimed
 
 
 def _require_gpu() -> None:

@@ -68,7 +68,7 @@ def versions() -> dict[str, str]:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             pass
-    if BACKEND.name == "gpu":
+    if BACKEND.on_device:
         from ..runtime import cuda
         try:
             out["cuda_driver"] = ".".join(map(str, cuda.cudadrv.driver.driver.get_version()))
@@ -79,7 +79,7 @@ def versions() -> dict[str, str]:
 
 def make_meta(command: str | None = None, ceiling_GBs: float | None = None, **extra: Any) -> dict[str, Any]:
     facts = device_facts()
-    return {"backend": "gpu" if BACKEND.name == "gpu" else "simulator",
+    return {"backend": "gpu" if BACKEND.on_device else "simulator",
             "device": facts.describe(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": command if command is not None else " ".join(sys.argv),
