@@ -7,6 +7,8 @@ submission compiled for real: KERNELS_LAB_BACKEND=gpu python -m pytest -q tests/
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -22,7 +24,7 @@ FULL = dict(EX.points)
 
 
 def judged(source: str):
-    space = {"cuda": cuda, "np": np}
+    space = {"cuda": cuda, "np": np, "math": math}
     exec(compile(source, "<submission>", "exec"), space)
     result = lessons.judged("welford_combine", space["combine"])
     return {t.name: t for t in result.tests}
@@ -48,13 +50,13 @@ def test_each_bug_loses_exactly_its_checks(name, loses, says):
     failed = "\n".join(tests[n].output for n in loses)
     assert says in failed
     everything = "\n".join(t.output for t in tests.values())
-    assert not [w for w, owner in OWN_WORDS.items() if owner != name and w in everything]
+    assert not [w for w, owners in OWN_WORDS.items() if name not in owners and w in everything]
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the stub divides by 0 in layernorm
 def test_the_stub_fails_its_check():
     stub = next(c.stub for c in lessons.read_lesson(lessons.SOURCES / "08_layernorm.py") if c.exercise == EX.name)
-    space = {"cuda": cuda, "np": np}
+    space = {"cuda": cuda, "np": np, "math": math}
     exec(compile(stub, "<stub>", "exec"), space)
     with pytest.raises(AssertionError, match="means weighted by counts"):
         lessons.check("welford_combine", space["combine"])
@@ -67,14 +69,23 @@ def test_a_kernel_instead_of_a_device_function_is_refused_with_its_reason():
 
 
 def test_the_probes_catch_what_they_claim():
-    """The far pairs are far and equal-meaned (only a sum of squares fails them), the unequal pairs unequal."""
-    probes = lx.pairs(81)
-    a, b = probes["far"]
-    assert (a[:, 1] == b[:, 1]).all() and (a[:, 1] > 9000).all() and (a[:, 0] == b[:, 0]).all()
-    a, b = probes["unequal"]
-    both = (a[:, 0] > 0) & (b[:, 0] > 0)
-    assert (a[both, 0] != b[both, 0]).all() and (a[both, 1] != b[both, 1]).all() and (~both).sum() == 2
-    assert (a[:, 0] > b[:, 0]).any() and (a[:, 0] < b[:, 0]).any()
+    """Each kind of merge the module's docstring names is among the probes, at both cases' seeds."""
+    for seed in (81, 82):
+        probes = lx.pairs(seed)
+        a, b = probes["far"]
+        assert (a[:, 1] > 9000).all() and (b[:, 1] > 9000).all()
+        same = (a[:, 1] == b[:, 1]) & (a[:, 0] == b[:, 0])
+        assert same.sum() == 2 and ((b[:, 1] - a[:, 1] > 0.1) & (a[:, 0] != b[:, 0])).sum() == 1
+        a, b = probes["unequal"]
+        both = (a[:, 0] > 0) & (b[:, 0] > 0)
+        apart = both & (a[:, 0] != b[:, 0]) & (a[:, 1] != b[:, 1])
+        assert (apart & (a[:, 1] < b[:, 1])).sum() >= 6 and (apart & (a[:, 1] > b[:, 1])).sum() >= 2
+        assert (apart & (a[:, 0] > b[:, 0])).any() and (apart & (a[:, 0] < b[:, 0])).any()
+        assert (both & (a[:, 0] == b[:, 0]) & (a[:, 1] != b[:, 1])).sum() == 1  # equal counts, means apart
+        assert (both & (a[:, 0] != b[:, 0]) & (a[:, 1] == b[:, 1])).sum() == 1  # equal means
+        single = (a[:, 0] + b[:, 0] == 1) & (a[:, 1] + b[:, 1] != 0)
+        assert single[a[:, 0] == 0].sum() == 1 and single[b[:, 0] == 0].sum() == 1  # an empty and one element
+        assert (~both).sum() == 4
 
 
 @pytest.mark.parametrize("name,score", [(None, 7.0), ("no_zero_guard", 4.0)])

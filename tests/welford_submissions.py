@@ -19,6 +19,13 @@ MUTATIONS = {
     "spread_not_divided": ("delta * delta * na * wb", "delta * delta * na * nb"),
     "no_zero_guard": (GUARD, ""),
     "sums_of_squares": (RETURN, "s = na * ma + nb * mb\n    return n, s / n, (qa + na * ma * ma) + (qb + nb * mb * mb) - s * s / n"),
+    # found by an attack on the grader (12-07): each passed a check that should have caught it
+    "abs_delta": ("delta = mb - ma", "delta = abs(mb - ma)"),
+    "expanded_delta_squared": ("delta * delta * na * wb", "(mb * mb - 2 * ma * mb + ma * ma) * na * wb"),
+    "equal_counts_shortcut": (GUARD, GUARD + "    if na == nb:\n        return n, (ma + mb) / 2, qa + qb\n"),
+    "equal_means_shortcut": (GUARD, GUARD + "    if ma == mb:\n        return n, ma, qa\n"),
+    "one_element_skipped": ("if n == 0:", "if n <= 1:"),
+    "floor_division": ("wb = nb / n", "wb = nb // n"),
 }
 
 # (mutation, the checks it loses, a phrase its feedback must hold)
@@ -29,11 +36,20 @@ BUGS = [
     ("spread_not_divided", {lx.SPREAD, lx.ROWS}, "M2 = Ma + Mb + (mb - ma)^2 * na * nb / n"),
     ("no_zero_guard", {lx.EMPTY, lx.ROWS}, "a division by a count of 0"),
     ("sums_of_squares", {lx.FAR, lx.ROWS}, "M2 cancels away"),
+    ("abs_delta", {lx.WEIGHTS, lx.ROWS}, "not the union's mean"),
+    ("expanded_delta_squared", {lx.FAR, lx.ROWS}, "M2 cancels away"),
+    ("equal_counts_shortcut", {lx.SPREAD, lx.ROWS}, "Ma + Mb alone"),
+    ("equal_means_shortcut", {lx.SPREAD, lx.FAR}, "one partial's M2 alone"),
+    ("one_element_skipped", {lx.WEIGHTS, lx.ROWS}, "merged with an empty partial, a partial must come back unchanged"),
+    ("floor_division", {lx.WEIGHTS, lx.SPREAD, lx.ROWS}, "an integer division"),
 ]
-# words that belong to one bug only: no other submission's feedback may say them
-OWN_WORDS = {"a division by a count of 0": "no_zero_guard", "cancels away": "sums_of_squares",
-             "plain average": "averaged_means", "OTHER partial's count": "swapped_mean_weight",
-             "Ma + Mb alone": "no_spread_term"}
+# words that belong to some bugs only: no other submission's feedback may say them
+OWN_WORDS = {"a division by a count of 0": {"no_zero_guard"},
+             "cancels away": {"sums_of_squares", "expanded_delta_squared"},
+             "plain average": {"averaged_means"}, "OTHER partial's count": {"swapped_mean_weight"},
+             "Ma + Mb alone": {"no_spread_term", "equal_counts_shortcut", "floor_division"},
+             "one partial's M2 alone": {"equal_means_shortcut"}, "an integer division": {"floor_division"},
+             "merged with an empty partial": {"one_element_skipped"}}
 
 STYLES = {  # other correct ways to write it
     "weighted_sums": """
@@ -55,6 +71,28 @@ def combine(na, ma, qa, nb, mb, qb):
     delta = mb - ma
     mean = ma + delta * (nb / n)
     return n, mean, qa + qb + delta * (mb - mean) * nb
+""",
+    "two_sided_deviations": """
+@cuda.jit(device=True)
+def combine(na, ma, qa, nb, mb, qb):
+    n = na + nb
+    if n > 0:
+        mean = (na * ma + nb * mb) / n
+        da = ma - mean
+        db = mb - mean
+        return n, mean, qa + qb + na * da * da + nb * db * db
+    return n, np.float32(0), np.float32(0)
+""",
+    "anchored_at_b_with_pow": """
+@cuda.jit(device=True)
+def combine(na, ma, qa, nb, mb, qb):
+    if na == 0:
+        return nb, mb, qb
+    if nb == 0:
+        return na, ma, qa
+    n = na + nb
+    delta = ma - mb
+    return n, mb + delta * (na / n), qa + qb + math.pow(delta, 2.0) * na * nb / n
 """,
     "reciprocal": """
 @cuda.jit(device=True)

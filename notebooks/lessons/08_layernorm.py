@@ -69,8 +69,9 @@ print(f"mean of (x - mean)^2  {two_pass:.6f}   relative error {abs(two_pass - ex
 # 04's (m, d) pair did for softmax. Nothing here is a sum of squares, so nothing cancels far from 0.
 #
 # Write the device function `combine(na, ma, qa, nb, mb, qb)` (float32 in, float32 out) returning the
-# merged (n, mean, m2). The check runs it on chosen pairs of partials (unequal counts, an empty one, two
-# empty ones, two near 10000) and inside a one-pass layernorm (`kernels_lab/topics/layernorm/welford.py`:
+# merged (n, mean, m2). The check runs it on chosen pairs of partials (unequal and equal counts, the means
+# either way round and equal, an empty one beside a single element, two empty ones, pairs near 10000) and
+# inside a one-pass layernorm (`kernels_lab/topics/layernorm/welford.py`:
 # a warp per row, each lane folds its elements in, five butterfly shuffles merge the lanes). A row of 13
 # columns leaves lanes 13 to 31 empty: two empty partials must merge to an empty one.
 

@@ -4,10 +4,15 @@ of partials chosen so that each wrong rule shows in its own check, and inside th
 (welford.welford_layernorm) against float64.
 
     check                                   probes                                   the bug it catches
-    means weighted by counts                unequal counts; one partial empty        averaged means, swapped weights
-    M2 gains the spread between the means   the same                                 no delta^2 na nb / n, wrong weight
+    means weighted by counts                unequal counts; one partial empty; the   averaged means, swapped weights,
+                                            means either way round; equal counts;    a distance |mb - ma| for delta,
+                                            equal means; an empty and a one-element  n <= 1 taken for "nothing to
+                                            partial                                  merge", shortcuts
+    M2 gains the spread between the means   the same                                 no delta^2 na nb / n, wrong weight,
+                                                                                     a shortcut that drops Mb
     two empty partials                      (0, 0, 0) with (0, 0, 0)                 a division by n = 0
-    precise far from 0                      equal counts and means near 1e4          sums of squares (they cancel)
+    precise far from 0                      equal counts and means near 1e4, and     sums of squares, (mb - ma)^2
+                                            unequal ones with means apart            expanded (they cancel)
     layernorm with your combine             whole rows, short rows (empty lanes),    every one of them, in use
                                             rows around 1e4 with spread 1
 """
@@ -49,9 +54,19 @@ def pairs(seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     far_m = np.float32(FAR_MEAN + rng.uniform(0.1, 0.9))
     far_a = np.hstack([far_n, [[far_m], [far_m]], rng.uniform(40, 260, (2, 1))])
     far_b = np.hstack([far_n, [[far_m], [far_m]], rng.uniform(40, 260, (2, 1))])
+    # drawn after the probes above (their values stay): merges a rule can get wrong in other ways
+    x = rng.uniform(0.5, 3.0)
+    one = np.array([[1.0, x, 0.0]])  # a single element, merged with an empty partial: n = 1
+    n_eq, m_eq = rng.integers(4, 20), np.float32(rng.uniform(-2, 2))
+    equal_n = (np.array([[n_eq, ma[0], (n_eq - 1) * 0.7]]), np.array([[n_eq, mb[0], (n_eq - 1) * 1.3]]))
+    equal_m = (np.array([[na[2], m_eq, (na[2] - 1) * 0.8]]), np.array([[nb[2], m_eq, (nb[2] - 1) * 1.6]]))
+    far_apart = (np.array([[40.0, far_m, rng.uniform(40, 260)]]),
+                 np.array([[90.0, np.float32(far_m + rng.uniform(0.3, 0.8)), rng.uniform(40, 260)]]))
     f32 = lambda v: np.asarray(v, np.float32)  # noqa: E731
-    return {"unequal": (f32(np.vstack([a, a[:1], empty])), f32(np.vstack([b, empty, b[:1]]))),
-            "empty": (f32(empty), f32(empty)), "far": (f32(far_a), f32(far_b))}
+    return {"unequal": (f32(np.vstack([a, a[:1], empty, b[:2], equal_n[0], equal_m[0], empty, one])),
+                        f32(np.vstack([b, empty, b[:1], a[:2], equal_n[1], equal_m[1], one, empty]))),
+            "empty": (f32(empty), f32(empty)),
+            "far": (f32(np.vstack([far_a, far_apart[0]])), f32(np.vstack([far_b, far_apart[1]])))}
 
 
 def merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -92,11 +107,25 @@ def _attempt(run: Any, *args: Any) -> Any:
         return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
+def _error(error: str) -> str:
+    """What a run raised, with why where the simulator raises and a GPU would not."""
+    if not error.startswith("ZeroDivision"):
+        return error
+    return error + (" (the simulator runs your function as Python, where a float division by 0 raises; on a GPU "
+                    "it gives inf or NaN: divide only after the n == 0 guard)")
+
+
 def _raised(got: Any) -> tuple[bool, str] | None:
-    return (False, f"merging the partials with your combine raised {got['error']}") if isinstance(got, dict) else None
+    return (False, f"merging the partials with your combine raised {_error(got['error'])}") if isinstance(got, dict) \
+        else None
 
 
-DIVIDED_BY_ZERO = "NaN or inf: a division by a count of 0 (guard n == 0: an empty partial changes nothing)"
+PROBED = "unequal and equal counts, the means either way round and equal, one partial empty or a single element"
+ROWS_WHICH = "the checks above say which rule"
+ROWS_UNPROBED = ("the merges above all came out right, so your rule goes wrong on partials they do not make: try "
+                 "yours by hand on a few pairs of partials against the rule in the lesson")
+DIVIDED_BY_ZERO = ("NaN or inf: a division by a count of 0, or a NaN returned for an empty partial (guard n == 0: "
+                   "two empty partials merge to the empty partial (0, 0, 0), which changes nothing it merges with)")
 
 
 class CombineJudge:
@@ -133,13 +162,17 @@ class CombineJudge:
         if (why := got.data_failure(job["about"])) is not None:
             return [(c, False, why) for c in self.checks]
         probes, found = pairs(job["seed"]), got.ran["pairs"]
+        spread = _raised(found["unequal"]) or self._spread(*probes["unequal"], found["unequal"])
         marks = {WEIGHTS: _raised(found["unequal"]) or self._weights(*probes["unequal"], found["unequal"]),
-                 SPREAD: _raised(found["unequal"]) or self._spread(*probes["unequal"], found["unequal"]),
-                 EMPTY: _raised(found["empty"]) or self._empty(found["empty"]),
-                 FAR: _raised(found["far"]) or self._far(*probes["far"], found["far"]),
+                 SPREAD: spread, EMPTY: _raised(found["empty"]) or self._empty(found["empty"]),
+                 # a rule wrong near 0 has lost SPREAD: far from 0 only the equal means then judge precision
+                 FAR: _raised(found["far"]) or self._far(*probes["far"], found["far"], equal_means_only=not spread[0]),
                  ROWS: self._rows(case, job, got.ran["rows"])}
-        if not marks[FAR][0] and not marks[SPREAD][0]:  # wrong near 0 too: not a matter of precision
-            marks[FAR] = (False, marks[FAR][1].split(": near ")[0] + ": M2 is wrong near 0 too (above)")
+        if not marks[FAR][0] and not marks[SPREAD][0] and not isinstance(found["far"], dict):
+            said = marks[FAR][1].split(": near ")[0].split(": one partial's")[0]  # the value, without its diagnosis
+            marks[FAR] = (False, said + ": M2 is wrong near 0 too (above)")
+        if not marks[ROWS][0] and all(marks[c][0] for c in (WEIGHTS, SPREAD, EMPTY, FAR)):
+            marks[ROWS] = (False, marks[ROWS][1].replace(ROWS_WHICH, ROWS_UNPROBED))
         return [(c, *marks[c]) for c in self.checks]
 
     @staticmethod
@@ -153,13 +186,16 @@ class CombineJudge:
                 return False, f"{call} gave count {got[i, 0]:g}: the union of the two has na + nb = {want[i, 0]:g}"
             if abs(got[i, 1] - want[i, 1]) > 1e-5 + 1e-5 * abs(want[i, 1]):
                 (na, ma, _), (nb, mb, _) = a[i].astype(np.float64), b[i].astype(np.float64)
-                why = ("the plain average of the two means: a partial of many elements must weigh more than one of few"
+                why = ("merged with an empty partial, a partial must come back unchanged" if na == 0 or nb == 0 else
+                       "the plain average of the two means: a partial of many elements must weigh more than one of few"
                        if abs(got[i, 1] - (ma + mb) / 2) < 1e-4 else
                        "each mean weighed by the OTHER partial's count (a and b swapped in the weight)"
-                       if abs(got[i, 1] - (nb * ma + na * mb) / (na + nb)) < 1e-4 else "not the union's mean")
+                       if abs(got[i, 1] - (nb * ma + na * mb) / (na + nb)) < 1e-4 else
+                       "the mean stayed ma: the weight nb / n came out 0 (an integer division, //?)"
+                       if abs(got[i, 1] - ma) < 1e-5 + 1e-5 * abs(ma) else "not the union's mean")
                 return False, (f"{call} gave mean {got[i, 1]:.6g}, want {want[i, 1]:.6g}: {why}; "
                                f"mean = ma + (mb - ma) * nb / n")
-        return True, f"count and mean right in all {len(a)} merges (unequal counts, one partial empty)"
+        return True, f"count and mean right in all {len(a)} merges ({PROBED})"
 
     @staticmethod
     def _spread(a: np.ndarray, b: np.ndarray, got: Any) -> tuple[bool, str]:
@@ -169,11 +205,14 @@ class CombineJudge:
             if _nan(got[i, 2:]):
                 return False, f"{call} gave M2 {got[i, 2]:g}: {DIVIDED_BY_ZERO}"
             if abs(got[i, 2] - want[i, 2]) > 1e-4 + 1e-4 * abs(want[i, 2]):
-                why = ("Ma + Mb alone: each M2 is measured from its own mean, and the two means differ"
-                       if abs(got[i, 2] - (a[i, 2] + b[i, 2])) < 1e-3 * abs(want[i, 2]) else "not the union's M2")
+                why = ("Ma + Mb alone: the spread term is missing or 0 (each M2 is measured from its own mean, and "
+                       "the two means differ)" if abs(got[i, 2] - (a[i, 2] + b[i, 2])) < 1e-3 * abs(want[i, 2]) else
+                       "one partial's M2 alone: the other partial's deviations count too"
+                       if min(abs(got[i, 2] - a[i, 2]), abs(got[i, 2] - b[i, 2])) < 1e-3 * abs(want[i, 2])
+                       else "not the union's M2")
                 return False, (f"{call} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g}: {why}; "
                                f"M2 = Ma + Mb + (mb - ma)^2 * na * nb / n")
-        return True, f"M2 right in all {len(a)} merges (unequal counts, one partial empty)"
+        return True, f"M2 right in all {len(a)} merges ({PROBED})"
 
     @staticmethod
     def _empty(got: Any) -> tuple[bool, str]:
@@ -187,15 +226,21 @@ class CombineJudge:
         return True, f"two empty partials merged to an empty one ({n:g}, {mean:g}, {m2:g})"
 
     @staticmethod
-    def _far(a: np.ndarray, b: np.ndarray, got: Any) -> tuple[bool, str]:
+    def _far(a: np.ndarray, b: np.ndarray, got: Any, equal_means_only: bool = False) -> tuple[bool, str]:
         want, got = merged(a, b), np.asarray(got, np.float64)
-        for i in range(len(a)):
+        judged = [i for i in range(len(a)) if a[i, 1] == b[i, 1] or not equal_means_only]
+        for i in judged:
             if not abs(got[i, 2] - want[i, 2]) <= 1e-3 * abs(want[i, 2]):
-                return False, (f"{_call(a, b, i)} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g} (the two means are "
-                               f"equal: M2 = Ma + Mb): near {FAR_MEAN:g} a sum of squares (M2 + n mean^2) is ~1e10 "
-                               f"and float32 keeps 7 digits, so M2 cancels away; merge deviations from the means "
-                               f"(delta = mb - ma), never sums of squares")
-        return True, f"M2 right in {len(a)} merges of partials near {FAR_MEAN:g}"
+                equal = a[i, 1] == b[i, 1]
+                rule = "the two means are equal: M2 = Ma + Mb" if equal else "M2 = Ma + Mb + (mb - ma)^2 * na * nb / n"
+                if min(abs(got[i, 2] - a[i, 2]), abs(got[i, 2] - b[i, 2])) < 1e-3 * abs(want[i, 2]):
+                    return False, (f"{_call(a, b, i)} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g} ({rule}): one "
+                                   f"partial's M2 alone: the other partial's deviations count too")
+                return False, (f"{_call(a, b, i)} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g} ({rule}): near "
+                               f"{FAR_MEAN:g} a square of a value (x^2, M2 + n mean^2, mb * mb) is ~1e8 to 1e10 and "
+                               f"float32 keeps 7 digits, so M2 cancels away; merge deviations from the means "
+                               f"(delta = mb - ma, squared after the subtraction), never sums of squares")
+        return True, f"M2 right in {len(judged)} merges of partials near {FAR_MEAN:g}"
 
     @staticmethod
     def _rows(case: Case, job: dict[str, Any], rows: list[Any]) -> tuple[bool, str]:
@@ -204,13 +249,13 @@ class CombineJudge:
         done = []
         for (what, inputs, atol), out in zip(row_sets(case.size, job["seed"]), rows):
             if isinstance(out, dict):
-                return False, f"{what}: layernorm with your combine raised {out['error']}"
+                return False, f"{what}: layernorm with your combine raised {_error(out['error'])}"
             want = WORKLOAD.reference(inputs)["out"]
             _, bad = compare("out", np.asarray(out, np.float32), want, Tolerance(WORKLOAD.tolerance.rtol, atol))
             if bad is not None:
                 return False, (f"{what}: {bad.bad} elements wrong, first out{list(bad.index)}: expected "
                                f"{bad.expected:.6g}, got {bad.got:.6g} (each lane folds its elements in as "
-                               f"(1, x, 0) and the lanes merge in a butterfly: the checks above say which rule)")
+                               f"(1, x, 0) and the lanes merge in a butterfly: {ROWS_WHICH})")
             done.append(what)
         return True, f"every element right against float64: {'; '.join(done)}"
 
