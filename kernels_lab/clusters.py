@@ -315,26 +315,28 @@ def _peer(a, rank):
     raise ClusterError("dsmem_load / dsmem_store take a shared array (cuda.shared.array) of the kernel")
 
 
-_STAGGER_S = [0.0]  # staggered_loads' seconds per rank (0: loads at once)
+_STAGGER_S = [0.0, False]  # staggered_loads' seconds per rank (0: loads at once), and reversed
 STAGGERS_LOADS = BACKEND.python_threads  # staggered_loads delays only the simulator's DSMEM loads; a GPU's are not
 
 
 @contextlib.contextmanager
-def staggered_loads(seconds_per_rank: float):
-    """Simulator: while open, every DSMEM load of a block of rank r first sleeps r x seconds_per_rank, so the
-    higher ranks read their peers long after rank 0 has finished: a schedule a GPU may take, made certain. A
-    kernel that lets a block overwrite (or leave) its shared memory with no cluster barrier after the reads
-    then reads an overwritten value here. One launch at a time."""
-    _STAGGER_S[0] = seconds_per_rank
+def staggered_loads(seconds_per_rank: float, reverse: bool = False):
+    """Simulator: while open, every DSMEM load of a block of rank r first sleeps r x seconds_per_rank (with
+    `reverse`, (k - 1 - r) x seconds_per_rank in a cluster of k), so the later ranks read their peers long after
+    the first has finished: a schedule a GPU may take, made certain. A kernel that lets a block overwrite (or
+    leave) its shared memory with no cluster barrier after the reads then reads an overwritten value here: the
+    pair of rank 0 in one order, of rank k - 1 in the other. One launch at a time."""
+    _STAGGER_S[:] = [seconds_per_rank, reverse]
     try:
         yield
     finally:
-        _STAGGER_S[0] = 0.0
+        _STAGGER_S[:] = [0.0, False]
 
 
 def _dsmem_load(a, i, rank):
     if _STAGGER_S[0]:
-        time.sleep(_rank() * _STAGGER_S[0])
+        r = _rank()
+        time.sleep((_size() - 1 - r if _STAGGER_S[1] else r) * _STAGGER_S[0])
     return _peer(a, rank)[i]
 
 

@@ -31,6 +31,8 @@ _CLUSTER_IMPORTS = ("from kernels_lab.clusters import cluster_size, cluster_sync
                     "from kernels_lab.reduce import LOWEST\n")
 _CLUSTER_EMPTY_PAIR = ("    m = dsmem_load(pair_m, 0, 0)\n    s = dsmem_load(pair_d, 0, 0)\n",
                        "    m, s = LOWEST, np.float32(0)\n")
+_CLUSTER_FIRST = "    cluster_sync()  # every block's pair is written\n"
+_CLUSTER_FIRST_READ = "    m = dsmem_load(pair_m, 0, 0)\n    s = dsmem_load(pair_d, 0, 0)\n"
 
 # name -> (exercise, what is wrong (the mutant's first line says it), the replacements)
 MUTANTS: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]] = {
@@ -138,6 +140,19 @@ MUTANTS: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]] = {
     "cluster_ranks_past_end": ("cluster_combine", "the rank loop runs to cluster_size() inclusive (one block past "
                                "the cluster)", (_CLUSTER_IMPORTS, _CLUSTER_EMPTY_PAIR,
                                                 ("range(1, cluster_size())", "range(cluster_size() + 1)"))),
+    # found by an attack on the grader (12-07): each passed the check that should catch it
+    "cluster_first_pair_before_barrier": ("cluster_combine", "rank 0's pair (where the fold starts) is read before "
+                                          "the cluster barrier, the others after it",
+                                          ((_CLUSTER_FIRST + _CLUSTER_FIRST_READ,
+                                            _CLUSTER_FIRST_READ + _CLUSTER_FIRST),)),
+    "cluster_last_rank_after_barrier": ("cluster_combine", "the last rank's pair is folded in after the closing "
+                                        "cluster barrier: that block may already have overwritten it, or left",
+                                        (("range(1, cluster_size())", "range(1, cluster_size() - 1)"),
+                                         ("reads its pair\n    return m, s", "reads its pair\n"
+                                          "    r = cluster_size() - 1\n    m2 = dsmem_load(pair_m, 0, r)\n"
+                                          "    s2 = dsmem_load(pair_d, 0, r)\n    big = max(m, m2)\n"
+                                          "    s = s * math.exp(m - big) + s2 * math.exp(m2 - big)\n"
+                                          "    return big, s"))),
     # lesson 05
     "rnn_transposed": ("rnn_step", "W is read transposed (W[j, i]): right only when W is symmetric",
                        (("W[i, j] * h", "W[j, i] * h"),)),

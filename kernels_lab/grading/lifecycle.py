@@ -294,8 +294,9 @@ def classify(run: ChildRun, report: dict[str, Any] | None, got: Confined, *, tim
         limit_text = f"{limit:g} s" if isinstance(limit, (int, float)) else f"{timeout_s:g} s"
         if complete:  # every graded run finished: the speed run or the exit did not
             return _set(run, "ok", f"stopped {where}: that phase passed its {limit_text} limit")
-        return _set(run, "timeout", f"did not finish within {limit_text} {where} (an infinite loop or a spin that "
-                                    f"never ends?); {done} of {len(run.cases)} runs completed")
+        return _set(run, "timeout", f"did not finish within {limit_text} {where} (an infinite loop, a spin that "
+                                    f"never ends, or a barrier that not every thread reaches?); {done} of "
+                                    f"{len(run.cases)} runs completed")
     if got.memory_tripped or "MemoryError" in run.stderr or "Cannot allocate memory" in run.stderr \
             or "std::bad_alloc" in run.stderr:
         if not complete and phase == "start":  # no line of the submission had run: the limit is the grader's

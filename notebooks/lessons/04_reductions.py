@@ -775,11 +775,11 @@ print("cross-entropy's best (H100) / the read kernel on 256 MiB: "
 # pair with `dsmem_load(pair_m, 0, rank)`, rank 0 .. `cluster_size() - 1`, and fold them with exercise 1's
 # `combine`. Two barriers matter: **before** the first read (a peer may not have written its pair yet) and
 # **after** the last (once you return, the caller overwrites its pair with the next row's, or its block
-# leaves and its shared memory is gone). The check runs clusters of 2, 3 and 4 blocks three times: with its
-# own barriers around your call; with the last rank writing late and no barrier of its own before; with
-# each pair poisoned as soon as the call returns (on the simulator the higher ranks' loads are slowed, so
-# a missing barrier shows; on a GPU the PTX must show a `barrier.cluster.wait` after the last
-# `ld.shared::cluster`).
+# leaves and its shared memory is gone). The check runs clusters of 2, 3 and 4 blocks: with its own barriers
+# around your call; twice with the blocks writing their pairs late, rank by rank (the last rank latest, then
+# rank 0 latest), and no barrier of its own before; with each pair poisoned as soon as the call returns (on
+# the simulator the loads are slowed rank by rank, the higher ranks' and then the lower ranks', so a missing
+# barrier shows; on a GPU the PTX must show a `barrier.cluster.wait` after the last `ld.shared::cluster`).
 
 # %%
 print(get_exercise("cluster_combine").signature)

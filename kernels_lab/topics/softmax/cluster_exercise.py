@@ -11,18 +11,23 @@ The student reads every block's pair with dsmem_load(pair_m, 0, rank) for rank 0
 cluster barrier (the pairs are written), combines them with the online rule m = max(m1, m2),
 s = s1 exp(m1 - m) + s2 exp(m2 - m), and waits at a cluster barrier again before returning (no block overwrites
 or leaves while another still reads its pair). ClusterJudge grades it for `kernels-lab grade` and the lesson's
-check: one case, three runs of the same probe kernel on the same pairs (2 clusters each of 2, 3 and 4 blocks):
+check: one case, runs of the same probe kernel on the same pairs (2 clusters each of 2, 3 and 4 blocks):
 
   plain      the probe's own cluster barriers before and after the call: only the combine is judged  -> COMBINE
-  late       rank k-1 writes its pair LATE_NS late and the probe has no barrier before the call; a
-             combine that reads without waiting reads the poison (NaN) still there                 -> WAITS
+  late       the probe has no barrier before the call, and the blocks write their pairs late, rank r
+             r / (k-1) x LATE_NS late (late_reversed: (k-1-r) / (k-1) x LATE_NS): a combine that reads
+             a peer's pair without waiting reads the poison (NaN) still there, whichever peer it
+             reads early (a lower rank's early read of a higher one shows in late, the other way
+             round in late_reversed)                                                                -> WAITS
   overwrite  the probe has no barrier after the call: thread 0 poisons its pair as soon as the call
              returns; on the simulator DSMEM loads of rank r are delayed r x STAGGER_S
-             (clusters.staggered_loads), so without a barrier after the reads rank k-1 reads a
-             pair rank 0 has already poisoned. A GPU's schedule is not made certain: there the PTX
-             decides too, a barrier.cluster.wait after the last ld.shared::cluster                 -> HOLDS
-WAITS and HOLDS judge the same outcome as plain (the same values, or the same error): a combine that is wrong
-loses COMBINE only, and a combine that takes no barrier when it needs none is not blamed for it.
+             (clusters.staggered_loads; overwrite_reversed: (k-1-r) x STAGGER_S), so without a
+             barrier after the reads a later rank reads a pair the first has already poisoned (rank
+             0's, or in overwrite_reversed rank k-1's). A GPU's schedule is not made certain: there
+             the PTX decides too, a barrier.cluster.wait after the last ld.shared::cluster          -> HOLDS
+WAITS and HOLDS judge the same outcome as plain (the same values, or the same error, whichever thread raised
+it): a combine that is wrong loses COMBINE only, and a combine that takes no barrier when it needs none is not
+blamed for it.
 """
 
 from __future__ import annotations
@@ -34,8 +39,7 @@ from typing import Any
 import numpy as np
 
 from ...backend import BACKEND
-from ...clusters import (STAGGERS_LOADS, cluster_launcher, cluster_rank, cluster_size, cluster_sync,
-                         staggered_loads)
+from ...clusters import STAGGERS_LOADS, cluster_launcher, cluster_sync, staggered_loads
 from ...core import Case, Exercise
 from ...intrinsics import globaltimer, nanosleep
 from ...runtime import cuda
@@ -45,8 +49,10 @@ COMBINE, WAITS, HOLDS = ("combines every block's pair", "waits for every pair be
                          "keeps its pair until every block has read it")
 CLUSTERS = (2, 3, 4)               # blocks per cluster of the probes; two clusters each
 THREADS = BACKEND.size(gpu=64, simulator=8)  # per block: every thread of every block calls the combine
-LATE_NS = BACKEND.size(gpu=2_000_000, simulator=400_000_000)  # the late writer's delay (the simulator's threads
+LATE_NS = BACKEND.size(gpu=2_000_000, simulator=400_000_000)  # the latest writer's delay (the simulator's threads
 STAGGER_S = 0.02                   # start slowly on two busy cores); the simulator's DSMEM delay per rank
+# the probe's runs; overwrite_reversed only where loads can be staggered (the simulator: a GPU's PTX decides)
+RUNS = ("plain", "late", "late_reversed", "overwrite") + (("overwrite_reversed",) if STAGGERS_LOADS else ())
 POISON = np.float32(np.nan)
 _jit, _to_device, _synchronize = cuda.jit, cuda.to_device, cuda.synchronize  # bound once (the simulator swaps
                                                                               # this module's cuda during a launch)
@@ -54,9 +60,9 @@ _jit, _to_device, _synchronize = cuda.jit, cuda.to_device, cuda.synchronize  # b
 
 @lru_cache(maxsize=None)
 def _probe(combine: Any, before: bool, after: bool) -> Any:
-    """Block b writes pairs[b] as its pair (rank k-1 LATE_NS late when not `before`), calls combine in every
-    thread, stores what it returned and poisons its pair at once (after the cluster barrier when `after`)."""
-    def cluster_combine_probe(pairs_m, pairs_d, out_m, out_d, late_ns):
+    """Block b writes pairs[b] as its pair (delays[b] ns late), calls combine in every thread, stores what it
+    returned and poisons its pair at once (after the cluster barrier when `after`)."""
+    def cluster_combine_probe(pairs_m, pairs_d, out_m, out_d, delays):
         pair_m = cuda.shared.array(1, np.float32)
         pair_d = cuda.shared.array(1, np.float32)
         t, b = cuda.threadIdx.x, cuda.blockIdx.x
@@ -64,7 +70,8 @@ def _probe(combine: Any, before: bool, after: bool) -> Any:
             pair_m[0], pair_d[0] = POISON, POISON
         cluster_sync()  # every block has started (and holds the poison) before any reads its memory
         if t == 0:
-            if cluster_rank() == cluster_size() - 1 and late_ns > 0:  # the last rank of each cluster is late
+            late_ns = delays[b]
+            if late_ns > 0:  # this block writes late
                 start = globaltimer()
                 while globaltimer() - start < late_ns:  # bounded by the clock
                     nanosleep(1000)
@@ -93,11 +100,15 @@ def _launch(combine: Any, k: int, seed: int, run: str) -> dict[str, Any]:
     m, d = _pairs(k, seed)
     out_m = _to_device(np.full(2 * k * THREADS, POISON, np.float32))
     out_d = _to_device(np.full(2 * k * THREADS, POISON, np.float32))
-    kernel = _probe(combine, run != "late", run != "overwrite")
+    late, overwrite = run.startswith("late"), run.startswith("overwrite")
+    reverse = run.endswith("_reversed")
+    order = [(k - 1 - r if reverse else r) for r in np.arange(2 * k) % k]  # rank r of each of the two clusters
+    delays = np.array([LATE_NS * o // (k - 1) if late else 0 for o in order], np.int64)
+    kernel = _probe(combine, not late, not overwrite)
     launch = cluster_launcher(kernel, 2 * k, THREADS, k, (_to_device(m), _to_device(d), out_m, out_d,
-                                                          np.int64(LATE_NS if run == "late" else 0)))
+                                                          _to_device(delays)))
     try:
-        with staggered_loads(STAGGER_S if run == "overwrite" else 0.0):
+        with staggered_loads(STAGGER_S if overwrite else 0.0, reverse):
             launch()
             _synchronize()
     except Exception as e:  # noqa: BLE001  (the student's code raised: judged, never the grader's failure)
@@ -125,7 +136,9 @@ def holds_in_ptx(ptx: str) -> str | None:
         return "its PTX has no ld.shared::cluster: the pairs are not read through DSMEM"
     if not any("barrier.cluster.wait" in line for line in ptx.splitlines()[loads[-1]:]):
         return ("in its PTX no barrier.cluster.wait follows the last ld.shared::cluster: a block may overwrite its "
-                "pair (or leave) while another block still reads it")
+                "pair (or leave) while another block still reads it (a read of the block's own pair after the "
+                "barrier would be safe, but the PTX does not say which rank a load reads: read your own pair as "
+                "pair_m[0], pair_d[0])")
     return None
 
 
@@ -173,8 +186,7 @@ class ClusterJudge:
         return {"seed": case.seed, "about": f"the combine in clusters of {', '.join(map(str, CLUSTERS))} blocks"}
 
     def run(self, value: Any, job: dict[str, Any]) -> dict[str, Any]:
-        ran: dict[str, Any] = {r: [_launch(value, k, job["seed"], r) for k in CLUSTERS]
-                               for r in ("plain", "late", "overwrite")}
+        ran: dict[str, Any] = {r: [_launch(value, k, job["seed"], r) for k in CLUSTERS] for r in RUNS}
         ran["ptx"] = _ptx_of(_probe(value, True, False))
         return ran
 
@@ -184,11 +196,14 @@ class ClusterJudge:
         ran = got.ran
         seed = job["seed"]
         marks = [(COMBINE, *self._combine(ran["plain"], seed)),
-                 (WAITS, *self._same(ran["plain"], ran["late"],
-                                     f"with the pair of the last rank written {LATE_NS / 1e6:g} ms late and no "
-                                     f"barrier of the probe's before the call",
-                                     "read before every block had written its pair: wait at a cluster barrier "
-                                     "(cluster_sync) before the first dsmem_load")),
+                 (WAITS, *self._same(ran["plain"], [ran["late"], ran["late_reversed"]],
+                                     [f"with the pairs written rank by rank, the last {LATE_NS / 1e6:g} ms late, "
+                                      f"and no barrier of the probe's before the call",
+                                      f"with the pairs written rank by rank from the last, rank 0's "
+                                      f"{LATE_NS / 1e6:g} ms late, and no barrier of the probe's before the call"],
+                                     "a pair was read before its block had written it (wait at a cluster barrier, "
+                                     "cluster_sync, before the first dsmem_load), or a pair changed while another "
+                                     "block read it")),
                  (HOLDS, *self._holds(ran))]
         return marks
 
@@ -215,29 +230,43 @@ class ClusterJudge:
                       f"{', '.join(str(p['k']) for p in plain)} blocks, two clusters each")
 
     @staticmethod
-    def _same(plain: list[dict[str, Any]], other: list[dict[str, Any]], how: str, fix: str) -> tuple[bool, str]:
-        for p, o in zip(plain, other):
-            same = p.get("error") == o.get("error") and ("error" in p or (
-                np.array_equal(np.asarray(p["m"]), np.asarray(o["m"]), equal_nan=True) and
-                np.array_equal(np.asarray(p["d"]), np.asarray(o["d"]), equal_nan=True)))
-            if not same:
-                said = o.get("error") or "different values" + (" (NaN: the poison of an unwritten pair)" if np.isnan(
+    def _same(plain: list[dict[str, Any]], others: list[list[dict[str, Any]]], hows: list[str],
+              fix: str) -> tuple[bool, str]:
+        """Each of the other runs against plain: the same values, or the same error whichever thread raised it."""
+        for other, how in zip(others, hows):
+            for p, o in zip(plain, other):
+                same = _anyone(p.get("error")) == _anyone(o.get("error")) and ("error" in p or (
+                    np.array_equal(np.asarray(p["m"]), np.asarray(o["m"]), equal_nan=True) and
+                    np.array_equal(np.asarray(p["d"]), np.asarray(o["d"]), equal_nan=True)))
+                if same:
+                    continue
+                if "error" in o:
+                    return False, (f"in a cluster of {p['k']} blocks, {how}: {o['error']} (with the probe's "
+                                   f"barriers: {p.get('error') or 'no error'}); {fix}")
+                said = "different values" + (" (NaN: the poison of an unwritten pair)" if np.isnan(
                     np.asarray(o["m"] + o["d"], np.float64)).any() else "")
                 return False, f"in a cluster of {p['k']} blocks, {how}: {said}; {fix}"
-        return True, f"the same outcome as with the probe's barriers, {how}"
+        return True, "the same outcome as with the probe's barriers, " + "; and ".join(hows)
 
     def _holds(self, ran: dict[str, Any]) -> tuple[bool, str]:
-        how = (f"with each block's pair poisoned as soon as the call returns" +
-               (f" and rank r's DSMEM loads delayed r x {STAGGER_S * 1e3:g} ms" if STAGGERS_LOADS else ""))
+        how = "with each block's pair poisoned as soon as the call returns"
+        hows = [how + (f" and rank r's DSMEM loads delayed r x {STAGGER_S * 1e3:g} ms" if STAGGERS_LOADS else "")]
+        if STAGGERS_LOADS:
+            hows.append(f"{how} and rank r's DSMEM loads delayed (k - 1 - r) x {STAGGER_S * 1e3:g} ms")
         fix = ("a block overwrote (or left) its pair while another block still read it: wait at a cluster "
                "barrier after the last dsmem_load, before returning")
-        ok, said = self._same(ran["plain"], ran["overwrite"], how, fix)
+        ok, said = self._same(ran["plain"], [ran[r] for r in RUNS if r.startswith("overwrite")], hows, fix)
         if ok and ran["ptx"] is not None:
             problem = holds_in_ptx(ran["ptx"])
             if problem is not None:
                 return False, f"{problem}; {fix.split(': ', 1)[1]}"
             said += "; in its PTX a barrier.cluster.wait follows the last ld.shared::cluster"
         return ok, said
+
+
+def _anyone(error: str | None) -> str | None:
+    """An error without the thread and block it names: which one raised first varies from run to run."""
+    return None if error is None else re.sub(r"(thread|block) \([\d, ]*\)", r"\1", error)
 
 
 CLUSTER_JUDGE = ClusterJudge()
