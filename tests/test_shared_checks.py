@@ -67,3 +67,23 @@ def test_a_fixed_demo_writes_its_results_then_its_figures_beside_the_first(tmp_p
     assert results.load(tmp_path / "pdl.json")["records"] == [record, record]
     said = capsys.readouterr().out.strip()
     assert said == f"wrote {tmp_path / 'pdl.json'}, {tmp_path / 'pdl.png'}, {tmp_path / 'pdl_e2e.png'}"
+
+
+def _cluster_run(error: str, rejected: bool) -> Run:
+    runs = [{"k": k, "error": error, "rejected": rejected} for k in (2, 3, 4)]
+    return Run(id=0, ran={**{r: runs for r in ("plain", "late", "late_reversed", "overwrite", "overwrite_reversed")},
+                          "ptx": None})
+
+
+@pytest.mark.parametrize("rejected, passed", [(True, set()), (False, {"waits for every pair before reading",
+                                                                     "keeps its pair until every block has read it"})])
+def test_a_combine_the_compiler_rejects_earns_nothing_one_that_raises_alike_keeps_its_barriers(rejected, passed):
+    # a GPU: numba's compiler refuses the probe at every launch. The same error in every run is an outcome to compare
+    # (a combine that reads past the cluster keeps the barrier checks); a refused compile is none: nothing ran
+    from kernels_lab.core import Case
+    from kernels_lab.topics.softmax import workload as sm
+    error = "TypingError: Failed in cuda mode pipeline" if rejected else "ClusterError: DSMEM access to block rank 2"
+    marks = ClusterJudge().score(Case(sm.WORKLOAD.size(rows=1, cols=1), 81), {"seed": 81, "about": "the combine"},
+                                 _cluster_run(error, rejected))
+    assert {name for name, ok, _ in marks if ok} == passed and not marks[0][1]
+    assert all("rejected" in said for name, ok, said in marks[1:] if not ok)

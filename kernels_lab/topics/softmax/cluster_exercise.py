@@ -112,9 +112,10 @@ def _launch(combine: Any, k: int, seed: int, run: str) -> dict[str, Any]:
             launch()
             _synchronize()
     except Exception as e:  # noqa: BLE001  (the student's code raised: judged, never the grader's failure)
+        from numba.core.errors import NumbaError  # numba's compiler refused the probe with the combine in it
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         first = re.sub(r"tid=\[[^]]*\] ctaid=\[[^]]*\]: ", "", first)  # the simulator names the thread: not the outcome
-        return {"k": k, "error": f"{type(e).__name__}: {first}"}
+        return {"k": k, "error": f"{type(e).__name__}: {first}", "rejected": isinstance(e, NumbaError)}
     return {"k": k, "m": out_m.copy_to_host().reshape(2 * k, THREADS).tolist(),
             "d": out_d.copy_to_host().reshape(2 * k, THREADS).tolist()}
 
@@ -205,6 +206,9 @@ class ClusterJudge:
                                      "cluster_sync, before the first dsmem_load), or a pair changed while another "
                                      "block read it")),
                  (HOLDS, *self._holds(ran))]
+        if any(p.get("rejected") for p in ran["plain"]):  # nothing ran: no outcome to compare (a GPU's compiler)
+            said = "numba's compiler rejected the combine (above): it never ran, so there is nothing to compare"
+            marks = [marks[0]] + [(check, False, said) for check, _, _ in marks[1:]]
         return marks
 
     @staticmethod
