@@ -9,6 +9,7 @@ from kernels_lab.core import get_workload
 from kernels_lab.grading.records import Run, RunError
 from kernels_lab.topics.decode.protocol import ProtocolJudge
 from kernels_lab.topics.layernorm.exercise import CombineJudge
+from kernels_lab.topics.softmax import cluster_exercise as ce
 from kernels_lab.topics.softmax import cluster_probe as cp
 from kernels_lab.topics.softmax.cluster_exercise import ClusterJudge
 
@@ -71,12 +72,10 @@ def test_a_fixed_demo_writes_its_results_then_its_figures_beside_the_first(tmp_p
 
 def _cluster_run(error: str, rejected: bool) -> Run:
     runs = [{"k": k, "error": error, "rejected": rejected} for k in (2, 3, 4)]
-    return Run(id=0, ran={**{r: runs for r in ("plain", "late", "late_reversed", "overwrite", "overwrite_reversed")},
-                          "ptx": None})
+    return Run(id=0, ran={**{r: runs for r in ce.RUNS}, "ptx": None})
 
 
-@pytest.mark.parametrize("rejected, passed", [(True, set()), (False, {"waits for every pair before reading",
-                                                                     "keeps its pair until every block has read it"})])
+@pytest.mark.parametrize("rejected, passed", [(True, set()), (False, {ce.WAITS, ce.HOLDS})])
 def test_a_combine_the_compiler_rejects_earns_nothing_one_that_raises_alike_keeps_its_barriers(rejected, passed):
     # a GPU: numba's compiler refuses the probe at every launch. The same error in every run is an outcome to compare
     # (a combine that reads past the cluster keeps the barrier checks); a refused compile is none: nothing ran

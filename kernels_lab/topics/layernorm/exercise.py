@@ -94,6 +94,11 @@ def _call(a: np.ndarray, b: np.ndarray, i: int) -> str:
     return f"combine{show(a[i])[:-1]}, {show(b[i])[1:]}"
 
 
+def _one_m2(a: np.ndarray, b: np.ndarray, got: np.ndarray, want: np.ndarray, i: int) -> bool:
+    """Merge i's M2 is one partial's own, the other's dropped."""
+    return min(abs(got[i, 2] - a[i, 2]), abs(got[i, 2] - b[i, 2])) < 1e-3 * abs(want[i, 2])
+
+
 def _nan(got: np.ndarray) -> bool:
     return not np.all(np.isfinite(got))
 
@@ -124,6 +129,7 @@ PROBED = "unequal and equal counts, the means either way round and equal, one pa
 ROWS_WHICH = "the checks above say which rule"
 ROWS_UNPROBED = ("the merges above all came out right, so your rule goes wrong on partials they do not make: try "
                  "yours by hand on a few pairs of partials against the rule in the lesson")
+ONE_M2 = "one partial's M2 alone: the other partial's deviations count too"
 DIVIDED_BY_ZERO = ("NaN or inf: a division by a count of 0, or a NaN returned for an empty partial (guard n == 0: "
                    "two empty partials merge to the empty partial (0, 0, 0), which changes nothing it merges with)")
 
@@ -165,14 +171,10 @@ class CombineJudge:
         spread = _raised(found["unequal"]) or self._spread(*probes["unequal"], found["unequal"])
         marks = {WEIGHTS: _raised(found["unequal"]) or self._weights(*probes["unequal"], found["unequal"]),
                  SPREAD: spread, EMPTY: _raised(found["empty"]) or self._empty(found["empty"]),
-                 # a rule wrong near 0 has lost SPREAD: far from 0 only the equal means then judge precision
-                 FAR: _raised(found["far"]) or self._far(*probes["far"], found["far"], equal_means_only=not spread[0]),
-                 ROWS: self._rows(case, job, got.ran["rows"])}
-        if not marks[FAR][0] and not marks[SPREAD][0] and not isinstance(found["far"], dict):
-            said = marks[FAR][1].split(": near ")[0].split(": one partial's")[0]  # the value, without its diagnosis
-            marks[FAR] = (False, said + ": M2 is wrong near 0 too (above)")
-        if not marks[ROWS][0] and all(marks[c][0] for c in (WEIGHTS, SPREAD, EMPTY, FAR)):
-            marks[ROWS] = (False, marks[ROWS][1].replace(ROWS_WHICH, ROWS_UNPROBED))
+                 # a rule wrong near 0 has lost SPREAD: far from 0 only the equal means then judge, and a miss
+                 # there is the rule's, not precision's
+                 FAR: _raised(found["far"]) or self._far(*probes["far"], found["far"], rule_wrong=not spread[0])}
+        marks[ROWS] = self._rows(case, job, got.ran["rows"], all(ok for ok, _ in marks.values()))
         return [(c, *marks[c]) for c in self.checks]
 
     @staticmethod
@@ -207,9 +209,7 @@ class CombineJudge:
             if abs(got[i, 2] - want[i, 2]) > 1e-4 + 1e-4 * abs(want[i, 2]):
                 why = ("Ma + Mb alone: the spread term is missing or 0 (each M2 is measured from its own mean, and "
                        "the two means differ)" if abs(got[i, 2] - (a[i, 2] + b[i, 2])) < 1e-3 * abs(want[i, 2]) else
-                       "one partial's M2 alone: the other partial's deviations count too"
-                       if min(abs(got[i, 2] - a[i, 2]), abs(got[i, 2] - b[i, 2])) < 1e-3 * abs(want[i, 2])
-                       else "not the union's M2")
+                       ONE_M2 if _one_m2(a, b, got, want, i) else "not the union's M2")
                 return False, (f"{call} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g}: {why}; "
                                f"M2 = Ma + Mb + (mb - ma)^2 * na * nb / n")
         return True, f"M2 right in all {len(a)} merges ({PROBED})"
@@ -226,24 +226,24 @@ class CombineJudge:
         return True, f"two empty partials merged to an empty one ({n:g}, {mean:g}, {m2:g})"
 
     @staticmethod
-    def _far(a: np.ndarray, b: np.ndarray, got: Any, equal_means_only: bool = False) -> tuple[bool, str]:
+    def _far(a: np.ndarray, b: np.ndarray, got: Any, rule_wrong: bool = False) -> tuple[bool, str]:
+        """rule_wrong: the merge rule already failed near 0 (SPREAD): only the equal means are judged, and a miss
+        is said to be the rule's."""
         want, got = merged(a, b), np.asarray(got, np.float64)
-        judged = [i for i in range(len(a)) if a[i, 1] == b[i, 1] or not equal_means_only]
+        judged = [i for i in range(len(a)) if a[i, 1] == b[i, 1] or not rule_wrong]
         for i in judged:
             if not abs(got[i, 2] - want[i, 2]) <= 1e-3 * abs(want[i, 2]):
                 equal = a[i, 1] == b[i, 1]
                 rule = "the two means are equal: M2 = Ma + Mb" if equal else "M2 = Ma + Mb + (mb - ma)^2 * na * nb / n"
-                if min(abs(got[i, 2] - a[i, 2]), abs(got[i, 2] - b[i, 2])) < 1e-3 * abs(want[i, 2]):
-                    return False, (f"{_call(a, b, i)} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g} ({rule}): one "
-                                   f"partial's M2 alone: the other partial's deviations count too")
-                return False, (f"{_call(a, b, i)} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g} ({rule}): near "
-                               f"{FAR_MEAN:g} a square of a value (x^2, M2 + n mean^2, mb * mb) is ~1e8 to 1e10 and "
-                               f"float32 keeps 7 digits, so M2 cancels away; merge deviations from the means "
-                               f"(delta = mb - ma, squared after the subtraction), never sums of squares")
+                why = ("M2 is wrong near 0 too (above)" if rule_wrong else ONE_M2 if _one_m2(a, b, got, want, i) else
+                       f"near {FAR_MEAN:g} a square of a value (x^2, M2 + n mean^2, mb * mb) is ~1e8 to 1e10 and "
+                       f"float32 keeps 7 digits, so M2 cancels away; merge deviations from the means "
+                       f"(delta = mb - ma, squared after the subtraction), never sums of squares")
+                return False, f"{_call(a, b, i)} gave M2 {got[i, 2]:.6g}, want {want[i, 2]:.6g} ({rule}): {why}"
         return True, f"M2 right in {len(judged)} merges of partials near {FAR_MEAN:g}"
 
     @staticmethod
-    def _rows(case: Case, job: dict[str, Any], rows: list[Any]) -> tuple[bool, str]:
+    def _rows(case: Case, job: dict[str, Any], rows: list[Any], merges_right: bool) -> tuple[bool, str]:
         from ...checks import compare
         from ...core import Tolerance
         done = []
@@ -255,7 +255,8 @@ class CombineJudge:
             if bad is not None:
                 return False, (f"{what}: {bad.bad} elements wrong, first out{list(bad.index)}: expected "
                                f"{bad.expected:.6g}, got {bad.got:.6g} (each lane folds its elements in as "
-                               f"(1, x, 0) and the lanes merge in a butterfly: {ROWS_WHICH})")
+                               f"(1, x, 0) and the lanes merge in a butterfly: "
+                               f"{ROWS_UNPROBED if merges_right else ROWS_WHICH})")
             done.append(what)
         return True, f"every element right against float64: {'; '.join(done)}"
 
