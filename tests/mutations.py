@@ -153,6 +153,9 @@ MUTANTS: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]] = {
                                           "    s2 = dsmem_load(pair_d, 0, r)\n    big = max(m, m2)\n"
                                           "    s = s * math.exp(m - big) + s2 * math.exp(m2 - big)\n"
                                           "    return big, s"))),
+    "cluster_python_list": ("cluster_combine", "right as Python, refused by numba's compiler: the fold goes through "
+                            "a Python list (it needs NRT, which CUDA kernels do not have)",
+                            (("        m = big\n", "        m = [big][0]\n"),)),
     # lesson 05
     "rnn_transposed": ("rnn_step", "W is read transposed (W[j, i]): right only when W is symmetric",
                        (("W[i, j] * h", "W[j, i] * h"),)),

@@ -44,6 +44,10 @@ VERDICTS = [
     # only the run where the last rank reads first (and returns first) sees it
     pytest.param("cluster_first_pair_before_barrier", {ce.WAITS: 0}, "rank 0's 400 ms late", marks=SLOW),
     pytest.param("cluster_last_rank_after_barrier", {ce.HOLDS: 0}, "delayed (k - 1 - r) x 20 ms", marks=SLOW),
+    # the simulator would run it as Python; the probe is compiled by numba first, as a GPU's launch compiles it
+    pytest.param("cluster_python_list", {ce.COMBINE: 0, ce.WAITS: 0, ce.HOLDS: 0}, "numba's compiler rejects the "
+                 "combine", marks=pytest.mark.skipif(not capabilities.ptx_libraries().available,
+                                                     reason="no numba compiler here (NVVM / NVRTC)")),
 ]
 
 

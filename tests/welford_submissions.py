@@ -26,6 +26,8 @@ MUTATIONS = {
     "equal_means_shortcut": (GUARD, GUARD + "    if ma == mb:\n        return n, ma, qa\n"),
     "one_element_skipped": ("if n == 0:", "if n <= 1:"),
     "floor_division": ("wb = nb / n", "wb = nb // n"),
+    # right as Python, refused by numba's compiler (a list needs NRT): the simulator's compile gate catches it
+    "python_list": ("delta = mb - ma", "delta = [mb - ma][0]"),
 }
 
 # (mutation, the checks it loses, a phrase its feedback must hold)
@@ -42,7 +44,9 @@ BUGS = [
     ("equal_means_shortcut", {lx.SPREAD, lx.FAR}, "one partial's M2 alone"),
     ("one_element_skipped", {lx.WEIGHTS, lx.ROWS}, "merged with an empty partial, a partial must come back unchanged"),
     ("floor_division", {lx.WEIGHTS, lx.SPREAD, lx.ROWS}, "an integer division"),
+    ("python_list", {lx.WEIGHTS, lx.SPREAD, lx.EMPTY, lx.FAR, lx.ROWS}, "numba's compiler rejects your combine"),
 ]
+COMPILER_ONLY = {"python_list"}  # caught where numba's compiler is (a GPU, or the simulator with NVVM / NVRTC)
 # words that belong to some bugs only: no other submission's feedback may say them
 OWN_WORDS = {"a division by a count of 0": {"no_zero_guard"},
              "cancels away": {"sums_of_squares", "expanded_delta_squared"},

@@ -54,9 +54,7 @@ warning say so loudly.
 
 from __future__ import annotations
 
-import builtins
 import dis
-import marshal
 import os
 import pickle
 import subprocess
@@ -71,7 +69,7 @@ import numpy as np
 
 from ...backend import BACKEND
 from ...core import Case, Exercise
-from ...grading.api import Instr, Listing, listing
+from ...grading.api import Instr, Listing, listing, portable, rebuild
 from ...intrinsics import globaltimer, poll_relaxed_sys
 from ...runtime import cuda
 from . import workload as decode
@@ -92,7 +90,6 @@ ARRIVE_POLLS = BACKEND.size(gpu=100_000, simulator=200_000)    # with polls that
                                                                # us: >= 30 ms; the simulator's >= 1 us: >= 0.2 s)
 PROBE_SECONDS = 2.0                   # after the late count: a probe still running then never returns
 SIMULATED_S = 90.0                    # the child that probes a function numba's compiler rejects, on the simulator
-COMPILE_S = 120.0                     # the PTX child (numba's import and two small kernels: a few seconds)
 WEAK_SIZE, WEAK_SEEDS, WEAK_SPIN = {"hidden": 11, "layers": 3, "batch": 2}, (0, 1), 100  # sim_weak's: a stale
 WEAK_S = 60.0                         # poll sees the count within a few of 100 polls; the child's time limit
 BARRIERS = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp")
@@ -379,105 +376,16 @@ def acquire_problem(ptx: str) -> tuple[str | None, str]:
             f"that saw the count, before `return True`"), ""
 
 
-# -- the PTX child: the student's functions rebuilt on the PTX back-end ----------------------------------
-
-def _portable(fn: Any, seen: dict[int, Any] | None = None) -> dict[str, Any]:
-    """A device function as data: its code, and each global and closure value it uses, by what it is (a
-    module, a name in an allowed kernels_lab module, another device function, or a pickled value)."""
-    from ...grading.api import ALLOWED_IMPORTS
-    import importlib
-    seen = {} if seen is None else seen
-    py = getattr(fn, "py_func", fn)
-    seen[id(py)] = True
-    handed_out = {id(v): (m, k) for m in ALLOWED_IMPORTS for k, v in vars(importlib.import_module(m)).items()}
-
-    def value(v: Any) -> tuple:
-        if id(v) in handed_out:
-            return ("attr", *handed_out[id(v)])
-        if isinstance(v, types.ModuleType):
-            return ("module", v.__name__)
-        if hasattr(v, "py_func"):
-            if id(v.py_func) in seen:
-                raise ValueError(f"{v.py_func.__name__} calls itself: a device function cannot recurse")
-            return ("device", _portable(v, seen))
-        return ("value", pickle.dumps(v))
-
-    names, codes = set(), [py.__code__]
-    while codes:  # the globals it loads (co_names holds attribute names too)
-        c = codes.pop()
-        names |= {i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-        codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
-    env = {n: value(py.__globals__[n]) for n in names if n in py.__globals__}
-    return {"name": py.__name__, "code": marshal.dumps(py.__code__), "defaults": pickle.dumps(py.__defaults__),
-            "env": env, "closure": [value(c.cell_contents) for c in py.__closure__ or ()]}
-
-
-def _rebuild(d: dict[str, Any]) -> Any:
-    import importlib
-
-    def value(v: tuple) -> Any:
-        kind = v[0]
-        if kind == "attr":
-            return getattr(importlib.import_module(v[1]), v[2])
-        if kind == "module":
-            return importlib.import_module(v[1])
-        return _rebuild(v[1]) if kind == "device" else pickle.loads(v[1])
-
-    space = {"__builtins__": builtins, **{n: value(v) for n, v in d["env"].items()}}
-    fn = types.FunctionType(marshal.loads(d["code"]), space, d["name"], pickle.loads(d["defaults"]),
-                            tuple(types.CellType(value(c)) for c in d["closure"]) or None)
-    return _jit(device=True)(fn)
-
-
-def _compile_child() -> None:
-    """The PTX child (_ptx): the job on stdin; on stdout, as JSON, each function's probe compiled apart:
-    {"signal": {"status": compiled | rejected | environment, "ptx" | "message"}, "wait": {...}}."""
-    import json
-
-    from numba import types as nt
-
-    from ...capabilities import compile_ptx
-    from ...grading.api import compiler_message, is_environmental, target_cc
-    warnings.simplefilter("ignore")
-    job = pickle.loads(sys.stdin.buffer.read())
-    i32, f64 = nt.Array(nt.int32, 1, "C"), nt.Array(nt.float64, 1, "C")
-    probes = {"signal": (_signal_probe, (f64, nt.float64, i32, nt.int64)),
-              "wait": (_wait_ptx_probe, (i32, f64, f64, nt.int64, nt.int64, nt.int64))}
-    out = {}
-    for name, (probe, sig) in probes.items():
-        try:
-            out[name] = {"status": "compiled",
-                         "ptx": compile_ptx(probe(_rebuild(job[name])).py_func, sig, target_cc())}
-        except Exception as e:  # noqa: BLE001  (the student's code, or the toolchain: said which)
-            out[name] = {"status": "environment" if is_environmental(e) else "rejected",
-                         "message": compiler_message(e, skip_file=os.path.basename(__file__))[:1500]}
-    print(json.dumps(out))
-
-
-_CHILD = "from kernels_lab.topics.decode.protocol import _compile_child; _compile_child()"
-
+# -- the PTX: each probe with the student's function in it, compiled in a child (grading.api) ------------------
 
 def _ptx(signal: Any, wait: Any) -> dict[str, dict[str, str]]:
-    """The PTX of each probe for the course's architecture, compiled in a child on the PTX back-end."""
-    import json
-    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx", "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    """The PTX of each probe for the course's architecture (or numba's words for why it has none)."""
+    from numba import types as nt
 
-    def failed(message: str) -> dict[str, dict[str, str]]:
-        return {name: {"status": "environment", "message": message} for name in ("signal", "wait")}
-    try:
-        job = pickle.dumps({"signal": _portable(signal), "wait": _portable(wait)})
-        proc = subprocess.run([sys.executable, "-c", _CHILD], input=job,
-                              capture_output=True, env=env, timeout=COMPILE_S)
-    except ValueError as e:  # a recursive device function
-        return {name: {"status": "rejected", "message": str(e)} for name in ("signal", "wait")}
-    except subprocess.TimeoutExpired:
-        return failed(f"compiling did not finish within {COMPILE_S:g} s")
-    try:
-        return json.loads(proc.stdout.decode().strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return failed(f"the compiler's child ended without a result (exit code {proc.returncode}): "
-                      f"{proc.stderr.decode()[-400:]}")
+    from ...grading.api import Probe, compile_probes
+    i32, f64 = nt.Array(nt.int32, 1, "C"), nt.Array(nt.float64, 1, "C")
+    return compile_probes({"signal": Probe(_signal_probe, (signal,), (f64, nt.float64, i32, nt.int64)),
+                           "wait": Probe(_wait_ptx_probe, (wait,), (i32, f64, f64, nt.int64, nt.int64, nt.int64))})
 
 
 # -- memory ordering, by running: the megakernel on the simulator's weak memory (sim_weak), in a child -------
@@ -514,7 +422,7 @@ def _weak_child() -> None:
     from . import kernels as dk
     warnings.simplefilter("ignore")
     job = pickle.loads(sys.stdin.buffer.read())
-    signal, wait = _rebuild(job["signal"]), _rebuild(job["wait"])
+    signal, wait = rebuild(job["signal"]), rebuild(job["wait"])
     protocols = {"yours": (signal, wait)}
     if job["halves"]:  # each of the student's functions beside the lesson's other one: which of them is wrong
         protocols.update({"signal": (signal, dk.wait_acquire), "wait": (dk.signal_release, wait)})
@@ -528,7 +436,7 @@ def _on_simulator(child: str, job: dict[str, Any], limit_s: float) -> dict[str, 
     env = {**os.environ, "KERNELS_LAB_BACKEND": "sim", "NUMBA_ENABLE_CUDASIM": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     code = f"from kernels_lab.topics.decode.protocol import {child}; {child}()"
     try:
-        data = pickle.dumps({k: _portable(v) if hasattr(v, "py_func") else v for k, v in job.items()})
+        data = pickle.dumps({k: portable(v) if hasattr(v, "py_func") else v for k, v in job.items()})
         proc = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, env=env,
                               timeout=limit_s)
     except ValueError as e:  # a recursive device function
@@ -559,9 +467,9 @@ def _simulated_child() -> None:
     job = pickle.loads(sys.stdin.buffer.read())
     found: dict[str, Any] = {}
     if "signal" in job:
-        found["signal"] = _attempt(_signal_once, _rebuild(job["signal"]))
+        found["signal"] = _attempt(_signal_once, rebuild(job["signal"]))
     if "wait" in job:
-        wait = _rebuild(job["wait"])
+        wait = rebuild(job["wait"])
         found["at"] = _at_probes(wait)
         found["arrives"], found["below"] = _late_probes(wait, found["at"])
     print(json.dumps(found), flush=True)

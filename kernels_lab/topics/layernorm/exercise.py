@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...core import Case, Exercise
-from .welford import layernorm_with, merge_pairs
+from .welford import layernorm_with, merge_kernel, merge_pairs, welford_layernorm
 from .workload import WORKLOAD
 
 WEIGHTS = "means weighted by counts"
@@ -106,10 +106,11 @@ def _nan(got: np.ndarray) -> bool:
 def _attempt(run: Any, *args: Any) -> Any:
     """run(*args) as a plain list, or {"error": what it raised} (the simulator raises where a GPU gives NaN:
     math.sqrt of a negative variance)."""
+    from numba.core.errors import NumbaError  # numba's compiler refused the kernel with the combine in it (a GPU)
     try:
         return run(*args).tolist()
     except Exception as e:  # noqa: BLE001  (a student's function: its failure is a graded outcome)
-        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}", "rejected": isinstance(e, NumbaError)}
 
 
 def _error(error: str) -> str:
@@ -123,6 +124,17 @@ def _error(error: str) -> str:
 def _raised(got: Any) -> tuple[bool, str] | None:
     return (False, f"merging the partials with your combine raised {_error(got['error'])}") if isinstance(got, dict) \
         else None
+
+
+def _rejected(ran: dict[str, Any]) -> str | None:
+    """The words for a combine numba's compiler rejects: on the simulator from its compile in a child, on a GPU
+    from the launches (each one fails the same way)."""
+    if "rejected" in ran:
+        return (f"numba's compiler rejects your combine (the simulator would run it as Python; a GPU cannot compile "
+                f"it): {ran['rejected']}")
+    failed = next((r for r in [*ran["pairs"].values(), *ran["rows"]] if isinstance(r, dict) and r.get("rejected")),
+                  None)
+    return None if failed is None else f"numba's compiler rejects your combine: {failed['error']}"
 
 
 PROBED = "unequal and equal counts, the means either way round and equal, one partial empty or a single element"
@@ -156,6 +168,17 @@ class CombineJudge:
                 "about": f"merges of chosen partials, and layernorm with your combine at {case.size}"}
 
     def run(self, value: Any, job: dict[str, Any]) -> dict[str, Any]:
+        from numba import types
+
+        from ...grading.api import Probe, rejection, where_not_compiled
+        f32, partials = types.Array(types.float32, 1, "C"), types.Array(types.float32, 2, "C")
+        # the simulator compiles nothing: both kernels go through numba's compiler in a child, as on a GPU
+        compiled = where_not_compiled({
+            "merge": Probe(merge_kernel, (value,), (partials, partials, partials)),
+            "layernorm": Probe(welford_layernorm, (value,), (f32, f32, f32, f32, types.int64, types.int64,
+                                                            types.float32))})
+        if (refused := rejection(compiled)) is not None:
+            return {"rejected": refused}
         ran: dict[str, Any] = {"pairs": {}, "rows": []}
         for name, (a, b) in pairs(job["seed"]).items():  # each run on its own: one that raises costs its checks only
             ran["pairs"][name] = _attempt(merge_pairs, value, a, b)
@@ -167,6 +190,8 @@ class CombineJudge:
         """got: the case's grading.records.Run (value, ran, run_error)."""
         if (why := got.data_failure(job["about"])) is not None:
             return [(c, False, why) for c in self.checks]
+        if (refused := _rejected(got.ran)) is not None:
+            return [(c, False, refused) for c in self.checks]
         probes, found = pairs(job["seed"]), got.ran["pairs"]
         spread = _raised(found["unequal"]) or self._spread(*probes["unequal"], found["unequal"])
         marks = {WEIGHTS: _raised(found["unequal"]) or self._weights(*probes["unequal"], found["unequal"]),

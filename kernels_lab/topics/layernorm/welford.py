@@ -68,7 +68,7 @@ def welford_layernorm(combine: Any):
 
 
 @functools.lru_cache(maxsize=None)
-def _merge_kernel(combine: Any):
+def merge_kernel(combine: Any):
     @cuda.jit
     def merge(a, b, out):  # a, b, out: (k, 3) float32 partials; out[i] = combine(a[i], b[i])
         i = cuda.grid(1)
@@ -81,7 +81,7 @@ def merge_pairs(combine: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """combine(a[i], b[i]) for every row of the (k, 3) float32 arrays, on the device: a (k, 3) float32 array."""
     out = np.full(a.shape, np.nan, np.float32)
     d_out = cuda.to_device(out)
-    _merge_kernel(combine)[1, max(WARP, len(a))](cuda.to_device(a), cuda.to_device(b), d_out)
+    merge_kernel(combine)[1, max(WARP, len(a))](cuda.to_device(a), cuda.to_device(b), d_out)
     return d_out.copy_to_host()
 
 

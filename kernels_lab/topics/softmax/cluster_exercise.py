@@ -187,14 +187,28 @@ class ClusterJudge:
         return {"seed": case.seed, "about": f"the combine in clusters of {', '.join(map(str, CLUSTERS))} blocks"}
 
     def run(self, value: Any, job: dict[str, Any]) -> dict[str, Any]:
+        from numba import types
+
+        from ...grading.api import Probe, rejection, where_not_compiled
+        f32 = types.Array(types.float32, 1, "C")
+        # the simulator compiles nothing: the probe goes through numba's compiler in a child, as a GPU's launch
+        # does, for its refusal and the PTX that HOLDS reads
+        compiled = where_not_compiled({"probe": Probe(_probe, (value,), (f32, f32, f32, f32, types.Array(
+            types.int64, 1, "C")), options=(True, False), cc=(9, 0))})
+        if (refused := rejection(compiled)) is not None:
+            return {"rejected": refused}
         ran: dict[str, Any] = {r: [_launch(value, k, job["seed"], r) for k in CLUSTERS] for r in RUNS}
-        ran["ptx"] = _ptx_of(_probe(value, True, False))
+        ran["ptx"] = compiled["probe"].get("ptx") if compiled else _ptx_of(_probe(value, True, False))
         return ran
 
     def score(self, case: Case, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
         if (why := got.data_failure(job["about"])) is not None:
             return [(c, False, why) for c in self.checks]
         ran = got.ran
+        if "rejected" in ran:  # the simulator's compile of the probe (a GPU's launch fails: below)
+            said = (f"numba's compiler rejects the combine (the simulator would run it as Python; a GPU cannot "
+                    f"compile it): {ran['rejected']}")
+            return [(c, False, said) for c in self.checks]
         seed = job["seed"]
         marks = [(COMBINE, *self._combine(ran["plain"], seed)),
                  (WAITS, *self._same(ran["plain"], [ran["late"], ran["late_reversed"]],
