@@ -244,6 +244,9 @@ def compiler_message(e: BaseException, skip_file: str = "") -> str:
         if ln.strip().startswith('File "') and (not skip_file or skip_file not in ln):
             source = next((s.strip() for s in lines[i + 1:] if s.strip() and s.strip() != "<source elided>"), "")
             said.append(f"at {ln.strip().rstrip(':')}: {source}")
+    if "unpack none" in cause.lower():
+        said.append("the function returns None on some path (a bare return, or none at all): return every value "
+                    "on every path")
     if "NRT required" in cause:  # numba's words name neither the line nor the cause
         said.append("a list, dict, set or NumPy array made inside a device function needs numba's "
                     "runtime (NRT), which CUDA code does not have: keep values in scalars, or use cuda.local.array")

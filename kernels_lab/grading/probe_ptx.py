@@ -160,7 +160,8 @@ def _child() -> None:
             out[name] = {"status": "compiled", "ptx": compile_ptx(kernel.py_func, p["signature"], cc)}
         except Exception as e:  # noqa: BLE001  (the student's code, or the toolchain: said which)
             out[name] = {"status": "environment" if is_environmental(e) else "rejected",
-                         "message": compiler_message(e, skip_file=sys.modules[p["factory"][0]].__file__)[:1500]}
+                         "message": compiler_message(e, skip_file=os.path.basename(
+                             sys.modules[p["factory"][0]].__file__))[:1500]}
     print(json.dumps(out))
 
 

@@ -779,7 +779,9 @@ print("cross-entropy's best (H100) / the read kernel on 256 MiB: "
 # around your call; twice with the blocks writing their pairs late, rank by rank (the last rank latest, then
 # rank 0 latest), and no barrier of its own before; with each pair poisoned as soon as the call returns (on
 # the simulator the loads are slowed rank by rank, the higher ranks' and then the lower ranks', so a missing
-# barrier shows; on a GPU the PTX must show a `barrier.cluster.wait` after the last `ld.shared::cluster`).
+# barrier shows). The probe is compiled by numba's real compiler first, on the simulator too: its PTX must
+# show a `barrier.cluster.wait` after the last `ld.shared::cluster`, and a combine the compiler rejects (a
+# Python list, say) earns nothing, as it would on a GPU.
 
 # %%
 print(get_exercise("cluster_combine").signature)

@@ -23,8 +23,10 @@ check: one case, runs of the same probe kernel on the same pairs (2 clusters eac
              returns; on the simulator DSMEM loads of rank r are delayed r x STAGGER_S
              (clusters.staggered_loads; overwrite_reversed: (k-1-r) x STAGGER_S), so without a
              barrier after the reads a later rank reads a pair the first has already poisoned (rank
-             0's, or in overwrite_reversed rank k-1's). A GPU's schedule is not made certain: there
+             0's, or in overwrite_reversed rank k-1's). A GPU's schedule is not made certain, so
              the PTX decides too, a barrier.cluster.wait after the last ld.shared::cluster          -> HOLDS
+The probe goes through numba's compiler on every back-end (on the simulator in a child, grading.api.Probe):
+a combine it rejects earns nothing, and the simulator's HOLDS reads the same PTX a GPU's does.
 WAITS and HOLDS judge the same outcome as plain (the same values, or the same error, whichever thread raised
 it): a combine that is wrong loses COMBINE only, and a combine that takes no barrier when it needs none is not
 blamed for it.
