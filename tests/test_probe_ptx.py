@@ -27,6 +27,16 @@ def combine(na, ma, qa, nb, mb, qb):
     return na + nb, mid(ma, mb), qa + qb
 """
 LIST = HELPER.replace("return na + nb, mid(ma, mb), qa + qb", "box = [ma, mb]\n    return na + nb, box[0], qa + qb")
+OWN_CLASS = HELPER.replace("HALF = np.float32(0.5)", "class Half:\n    pass\n\n\nHALF = Half()")
+ENDS_THE_CHILD = HELPER.replace("HALF = np.float32(0.5)", """import os
+
+
+class Half:  # sent as a call of os._exit, made where the value is rebuilt
+    def __reduce__(self):
+        return (os._exit, (3,))
+
+
+HALF = Half()""")
 RECURSIVE = """
 @cuda.jit(device=True)
 def combine(na, ma, qa, nb, mb, qb):
@@ -66,6 +76,14 @@ def test_what_compiles_gives_its_ptx_and_what_numba_refuses_gives_its_words():
     assert got["list"]["status"] == "rejected", got
     assert "NRT required" in got["list"]["message"] and "cuda.local.array" in got["list"]["message"]
     assert rejection(got) == got["list"]["message"] and rejection({"merge": got["merge"]}) is None
+
+
+@needs_compiler
+@pytest.mark.parametrize("source, says", [(OWN_CLASS, "uses a Half, which cannot be compiled"),
+                                          (ENDS_THE_CHILD, "ended while it rebuilt or compiled your function")])
+def test_a_value_that_cannot_travel_is_the_functions_fault_never_a_skipped_gate(source, says):
+    got = compile_probes(_probe(source))["merge"]
+    assert got["status"] == "rejected" and says in got["message"], got
 
 
 @needs_compiler

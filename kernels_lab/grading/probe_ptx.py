@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 COMPILE_S = 120.0   # numba's import and a few small kernels: seconds, on a busy machine tens of them
+READY = "probe_ptx: compiling"  # the child's line once numba is imported: a failure after it is the code's
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,11 @@ def portable(fn: Any, seen: dict[int, Any] | None = None) -> dict[str, Any]:
             if id(v.py_func) in seen:
                 raise ValueError(f"{v.py_func.__name__} calls itself: a device function cannot recurse")
             return ("device", portable(v, seen))
-        return ("value", pickle.dumps(v))
+        try:
+            return ("value", pickle.dumps(v))
+        except Exception as e:  # noqa: BLE001  (pickle raises many kinds: a value of the submission's own class)
+            raise ValueError(f"{py.__name__} uses a {type(v).__name__}, which cannot be compiled into a device "
+                             f"function ({type(e).__name__}: {e}): use numbers, NumPy scalars or arrays") from e
 
     names, codes = set(), [py.__code__]
     while codes:  # the globals it loads (co_names holds attribute names too)
@@ -106,18 +111,21 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
                                    "functions": [portable(f) for f in p.functions],
                                    "options": p.options, "signature": p.signature, "cc": p.cc}
                             for name, p in probes.items()})
-    except ValueError as e:  # a recursive device function
+    except ValueError as e:  # a recursive device function, a value that cannot be sent
         return each("rejected", str(e))
     try:
         proc = subprocess.run([sys.executable, "-m", "kernels_lab.grading.probe_ptx"], input=job,
                               capture_output=True, env=env, timeout=COMPILE_S)
-    except subprocess.TimeoutExpired:
-        return each("environment", f"compiling did not finish within {COMPILE_S:g} s")
+    except subprocess.TimeoutExpired:  # as the kernel gate's: a compile that never ends is the code's
+        return each("rejected", f"compiling your function inside the probe did not finish within {COMPILE_S:g} s")
+    lines = proc.stdout.decode().strip().splitlines()
     try:
-        return json.loads(proc.stdout.decode().strip().splitlines()[-1])
+        return json.loads(lines[-1])
     except (ValueError, IndexError):
-        return each("environment", f"the compiler's child ended without a result (exit code {proc.returncode}): "
-                                   f"{proc.stderr.decode()[-400:]}")
+        said = f"(exit code {proc.returncode}): {proc.stderr.decode()[-400:]}"
+        # past READY, the child was rebuilding the student's functions (their pickled values) or compiling them
+        return each("rejected", f"the compiler's process ended while it rebuilt or compiled your function {said}") \
+            if READY in lines else each("environment", f"the compiler's child ended without a result {said}")
 
 
 def where_not_compiled(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
@@ -150,7 +158,8 @@ def _child() -> None:
     from ..capabilities import compile_ptx
     from .compile_gate import compiler_message, is_environmental, target_cc
     warnings.simplefilter("ignore")
-    job = pickle.loads(sys.stdin.buffer.read())
+    job = pickle.loads(sys.stdin.buffer.read())  # the grader's data: each function's own values stay bytes here
+    print(READY, flush=True)
     out = {}
     for name, p in job.items():
         factory = getattr(importlib.import_module(p["factory"][0]), p["factory"][1])
