@@ -2,6 +2,7 @@
 inside a judge's probe kernel and compiled by numba's real compiler: the compile gate of every data exercise."""
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -31,12 +32,28 @@ OWN_CLASS = HELPER.replace("HALF = np.float32(0.5)", "class Half:\n    pass\n\n\
 ENDS_THE_CHILD = HELPER.replace("HALF = np.float32(0.5)", """import os
 
 
-class Half:  # sent as a call of os._exit, made where the value is rebuilt
+class Half:  # were it pickled: a call of os._exit where the value is rebuilt
     def __reduce__(self):
         return (os._exit, (3,))
 
 
 HALF = Half()""")
+# found by an attack on the gate (12-07): each compiled other code than the simulator ran, or skipped the gate
+TRUE_FLAG = LIST.replace("    box = [ma, mb]", "    if PYTHON:\n        box = [ma, mb]\n    else:\n        box = (ma, mb)")\
+    .replace("HALF = np.float32(0.5)", "HALF = np.float32(0.5)\nPYTHON = True  # the same object as a kernels_lab flag")
+NAMED_LIKE_THE_TOOLCHAIN = LIST.replace("box", "libnvvm")  # "libnvvm" in numba's words is no missing library
+FAKE = HELPER + """
+
+class Fake:  # looks like a device function (py_func), runs as Python on the simulator
+    py_func = mid.py_func
+    _device = True
+
+    def __call__(self, na, ma, qa, nb, mb, qb):
+        return [na + nb, ma, qa][0], ma, qa
+
+
+combine = Fake()
+"""
 RECURSIVE = """
 @cuda.jit(device=True)
 def combine(na, ma, qa, nb, mb, qb):
@@ -78,18 +95,31 @@ def test_what_compiles_gives_its_ptx_and_what_numba_refuses_gives_its_words():
     assert rejection(got) == got["list"]["message"] and rejection({"merge": got["merge"]}) is None
 
 
+DIAMOND = HELPER.replace("return na + nb, mid(ma, mb), qa + qb", "return na + nb, mid(ma, mb), mid(qa, qb)")\
+    .replace("    return (a + b) * HALF", "    return (a + b) * HALF\n\n\n@cuda.jit(device=True)\ndef both(a, b):\n"
+             "    return mid(a, b) + mid(b, a)")
+
+
 @needs_compiler
-@pytest.mark.parametrize("source, says", [(OWN_CLASS, "uses a Half, which cannot be compiled"),
-                                          (ENDS_THE_CHILD, "ended while it rebuilt or compiled your function")])
-def test_a_value_that_cannot_travel_is_the_functions_fault_never_a_skipped_gate(source, says):
+@pytest.mark.parametrize("source, says", [
+    (OWN_CLASS, "mid uses a Half. A device function may use numbers"),
+    (ENDS_THE_CHILD, "mid uses a Half"),  # never pickled: nothing of it runs in the compiler's process
+    (TRUE_FLAG, "NRT required"),          # True is sent as True, not as the flag it is the same object as
+    (NAMED_LIKE_THE_TOOLCHAIN, "NRT required"),
+    (FAKE, "a Fake is not a @cuda.jit(device=True) function")])
+def test_what_no_gpu_compiles_is_refused_by_the_gate_never_skipped(source, says):
     got = compile_probes(_probe(source))["merge"]
     assert got["status"] == "rejected" and says in got["message"], got
 
 
 @needs_compiler
-def test_the_simulator_compiles_and_a_gpu_leaves_it_to_the_launch():
-    got = where_not_compiled(_probe(LIST))
-    if ON_SIMULATOR:
-        assert rejection(got) is not None
-    else:
-        assert got == {}
+def test_a_helper_two_functions_share_is_no_recursion():
+    got = compile_probes(_probe(DIAMOND.replace("mid(qa, qb)", "both(qa, qb)")))["merge"]
+    assert got["status"] == "compiled", got
+
+
+@needs_compiler
+def test_the_compilers_process_starts_as_the_grader_started(monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/bin/true")  # a submission's doing, in the grader's child
+    monkeypatch.setenv("PYTHONHOME", "/nonexistent")
+    assert compile_probes(_probe(LIST))["merge"]["status"] == "rejected"

@@ -12,12 +12,12 @@ from typing import Any
 from .child import ALLOWED_IMPORTS, defined_outside_kernels_lab, entry_problem, forbidden_import
 from .compile_gate import compiler_message, is_environmental, target_cc
 from .exercises import get_exercise
-from .probe_ptx import Probe, compile_probes, portable, rebuild, rejection, where_not_compiled
+from .probe_ptx import Probe, compile_probes, not_compiled, portable, rebuild, rejection, where_not_compiled
 from .ptx import Instr, Listing, first_load_before, listing
 
 __all__ = ["ALLOWED_IMPORTS", "Instr", "Listing", "Probe", "compile_probes", "compiler_message",
            "defined_outside_kernels_lab", "entry_problem", "first_load_before", "forbidden_import", "get_exercise",
-           "grade", "is_environmental", "listing", "portable", "rebuild", "rejection", "target_cc",
+           "grade", "is_environmental", "listing", "not_compiled", "portable", "rebuild", "rejection", "target_cc",
            "where_not_compiled"]
 
 

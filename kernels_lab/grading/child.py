@@ -29,6 +29,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
+from . import probe_ptx  # noqa: F401  (first: its record of the interpreter and environment, before any submission)
+
 SUBMISSION_FILE = "<submission>"
 # what a submission may import from kernels_lab: what the lessons teach it to use in an answer (the
 # back-end; the device operations numba lacks: griddepcontrol for lesson 06's grouped answer, the 16-byte

@@ -185,10 +185,10 @@ def gate(ex: Exercise, source: str, timeout_s: float = 60.0, memory_bytes: int =
     status, msg = r.get("status"), r.get("message", "")
     if status == "compiled":
         return GateResult("passed", f"compiles for {target_name()} with NVVM")
-    if status == "environment":
-        return GateResult("skipped", f"not checked: the grader's toolchain failed ({r.get('type', '')}: {msg}). "
-                                     f"This is the grading machine's problem, not your kernel's: the point is given, "
-                                     f"not lost (instructors: `kernels-lab doctor`)", environment=True)
+    if status == "environment":  # available() compiled a known-good kernel here: the words alone prove nothing
+        return GateResult("failed", f"compiling for {target_name()} failed with words that blame the toolchain "
+                                    f"({r.get('type', '')}: {msg}), but a known-good kernel compiles on this machine, "
+                                    f"so the difference is your submission (instructors: `kernels-lab doctor`)")
     if status == "rejected":
         return GateResult("failed", "numba's real compiler rejects the kernel (the simulator accepts more):\n" + msg)
     if status == "load_error":
@@ -243,7 +243,11 @@ def compiler_message(e: BaseException, skip_file: str = "") -> str:
     for i, ln in enumerate(lines):
         if ln.strip().startswith('File "') and (not skip_file or skip_file not in ln):
             source = next((s.strip() for s in lines[i + 1:] if s.strip() and s.strip() != "<source elided>"), "")
-            said.append(f"at {ln.strip().rstrip(':')}: {source}")
+            missing = source.startswith("<source missing")  # code rebuilt from data: numba has no text of it
+            said.append(f"at {ln.strip().rstrip(':')}" + ("" if missing else f": {source}"))
+    if "yield in a closure" in cause:
+        said.append("a list comprehension or generator expression: CUDA code has neither; loop with range and keep "
+                    "the values in scalars")
     if "unpack none" in cause.lower():
         said.append("the function returns None on some path (a bare return, or none at all): return every value "
                     "on every path")

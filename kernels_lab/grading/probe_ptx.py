@@ -7,13 +7,17 @@ simulator asks this module instead; the refusal then costs the same points on bo
 
     compile_probes({"name": Probe(factory, functions, signature)}) -> {"name": {"status", "ptx" | "message"}}
         status: "compiled" (with "ptx"), "rejected" (the student's code: numba's words for it) or
-        "environment" (no NVVM / NVRTC, or the child failed: the grading machine's problem, said so)
+        "environment" (the grader's own canary kernel did not compile there: the machine's problem, said so)
     where_not_compiled(probes) -> the same, on a back-end that compiles nothing (the simulator); {} on a GPU
-                                  (its launch compiles) and where no compiler is (with a warning)
+                                  (its launch compiles); "environment" for each probe where no compiler is
     rejection(compiled) -> numba's words for the first probe its compiler rejected, or None
+    not_compiled(compiled) -> words for a check's message where the gate could not run, or ""
 
-A function travels to the child as data (`portable`): its code, and each global and closure value it uses by
-what it is (a module, a name in a module a submission may import, another device function, or a pickled value).
+A function travels to the child as data (`portable`): its code, and each global and closure value it uses as
+what it is (numbers, NumPy scalars and arrays, tuples, a module or name a submission may use, another device
+function); nothing is pickled, so the compiler's process runs no code of the submission's. What this guards
+against is code that does not name the grader: a submission that reaches into the grader's own objects in its
+process (the judge's run is there too) is beyond any check made in that process.
 """
 
 from __future__ import annotations
@@ -32,8 +36,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 COMPILE_S = 120.0   # numba's import and a few small kernels: seconds, on a busy machine tens of them
-READY = "probe_ptx: compiling"  # the child's line once numba is imported: a failure after it is the code's
+READY = "probe_ptx: compiling"  # the child's line once its canary compiled: a failure after it is the code's
+# the interpreter and environment before any submission ran (grading/child.py imports this module first): a
+# submission that changes sys.executable or os.environ does not change how the compiler's process starts
+_STARTED_WITH = (sys.executable, dict(os.environ))
 
 
 @dataclass(frozen=True)
@@ -48,28 +57,48 @@ class Probe:
     cc: tuple[int, int] | None = None
 
 
-def portable(fn: Any, seen: dict[int, Any] | None = None) -> dict[str, Any]:
-    """A device function as data, to rebuild in another process (`rebuild`)."""
+_HANDING_MODULES = ("math", "cmath", "numpy", "numba")  # beside ALLOWED_IMPORTS: what a device function may name
+_DATA = (bool, int, float, complex, str, type(None))
+
+
+def portable(fn: Any, calling: tuple[int, ...] = ()) -> dict[str, Any]:
+    """A device function as data, to rebuild in another process (`rebuild`). Its values travel as what they
+    are, never pickled: numbers, strings, NumPy scalars and arrays, tuples of them, the modules and names a
+    submission may use, and its other device functions; anything else is refused here, naming it (ValueError).
+    So the compiler's process never runs code of the submission's."""
+    from ..runtime import kernel_class
     from .child import ALLOWED_IMPORTS
-    seen = {} if seen is None else seen
-    py = getattr(fn, "py_func", fn)
-    seen[id(py)] = True
-    handed_out = {id(v): (m, k) for m in ALLOWED_IMPORTS for k, v in vars(importlib.import_module(m)).items()}
+    if not isinstance(fn, kernel_class()):
+        raise ValueError(f"a {type(fn).__name__} is not a @cuda.jit(device=True) function: only those compile "
+                         f"for a GPU")
+    py = fn.py_func
+    calling += (id(py),)  # the call chain down to here: a helper two functions share is no recursion
+    modules = set(ALLOWED_IMPORTS) | set(_HANDING_MODULES)
+    handed_out = {id(v): (m, k) for m in sorted(modules) for k, v in vars(importlib.import_module(m)).items()
+                  if not isinstance(v, (*_DATA, np.generic, np.ndarray, tuple))}  # data is sent as data
 
     def value(v: Any) -> tuple:
+        if isinstance(v, _DATA):
+            return ("data", v)
+        if isinstance(v, (np.generic, np.ndarray)) and v.dtype.kind in "biufc":
+            return ("array", v.dtype.str, v.shape, np.ascontiguousarray(v).tobytes(), isinstance(v, np.generic))
+        if isinstance(v, tuple):
+            return ("tuple", [value(x) for x in v])
         if id(v) in handed_out:
             return ("attr", *handed_out[id(v)])
-        if isinstance(v, types.ModuleType):
+        if isinstance(v, types.ModuleType) and v.__name__ in modules:
             return ("module", v.__name__)
-        if hasattr(v, "py_func"):
-            if id(v.py_func) in seen:
+        if isinstance(v, kernel_class()):
+            if id(v.py_func) in calling:
                 raise ValueError(f"{v.py_func.__name__} calls itself: a device function cannot recurse")
-            return ("device", portable(v, seen))
-        try:
-            return ("value", pickle.dumps(v))
-        except Exception as e:  # noqa: BLE001  (pickle raises many kinds: a value of the submission's own class)
-            raise ValueError(f"{py.__name__} uses a {type(v).__name__}, which cannot be compiled into a device "
-                             f"function ({type(e).__name__}: {e}): use numbers, NumPy scalars or arrays") from e
+            return ("device", portable(v, calling))
+        what = (f"the module {v.__name__}" if isinstance(v, types.ModuleType) else
+                f"a plain Python function ({getattr(v, '__name__', '?')}): numba compiles only @cuda.jit(device=True) "
+                f"functions into a kernel" if isinstance(v, types.FunctionType) else
+                f"a {type(v).__name__}: CUDA code has no lists, dicts or objects" if isinstance(v, (list, dict, set))
+                else f"a {type(v).__name__}")
+        raise ValueError(f"{py.__name__} uses {what}. A device function may use numbers, NumPy scalars and arrays, "
+                         f"tuples of them, math, numpy, cuda and the kernels_lab modules a submission may import")
 
     names, codes = set(), [py.__code__]
     while codes:  # the globals it loads (co_names holds attribute names too)
@@ -77,7 +106,7 @@ def portable(fn: Any, seen: dict[int, Any] | None = None) -> dict[str, Any]:
         names |= {i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
         codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
     env = {n: value(py.__globals__[n]) for n in names if n in py.__globals__}
-    return {"name": py.__name__, "code": marshal.dumps(py.__code__), "defaults": pickle.dumps(py.__defaults__),
+    return {"name": py.__name__, "code": marshal.dumps(py.__code__), "defaults": value(py.__defaults__),
             "env": env, "closure": [value(c.cell_contents) for c in py.__closure__ or ()]}
 
 
@@ -87,21 +116,29 @@ def rebuild(d: dict[str, Any]) -> Any:
 
     def value(v: tuple) -> Any:
         kind = v[0]
+        if kind == "data":
+            return v[1]
+        if kind == "array":
+            found = np.frombuffer(v[3], np.dtype(v[1])).reshape(v[2]).copy()
+            return found[()] if v[4] else found
+        if kind == "tuple":
+            return tuple(value(x) for x in v[1])
         if kind == "attr":
             return getattr(importlib.import_module(v[1]), v[2])
         if kind == "module":
             return importlib.import_module(v[1])
-        return rebuild(v[1]) if kind == "device" else pickle.loads(v[1])
+        return rebuild(v[1])  # "device"
 
     space = {"__builtins__": builtins, **{n: value(v) for n, v in d["env"].items()}}
-    fn = types.FunctionType(marshal.loads(d["code"]), space, d["name"], pickle.loads(d["defaults"]),
+    fn = types.FunctionType(marshal.loads(d["code"]), space, d["name"], value(d["defaults"]),
                             tuple(types.CellType(value(c)) for c in d["closure"]) or None)
     return cuda.jit(device=True)(fn)
 
 
 def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
-    """Each probe compiled apart, in a child on the PTX back-end (no GPU needed)."""
-    env = {**os.environ, "KERNELS_LAB_BACKEND": "ptx", "PYTHONDONTWRITEBYTECODE": "1"}
+    """Each probe compiled apart, in a child on the PTX back-end (no GPU needed), started from the interpreter
+    and environment this process had before any submission ran."""
+    env = {**_STARTED_WITH[1], "KERNELS_LAB_BACKEND": "ptx", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
 
     def each(status: str, message: str) -> dict[str, dict[str, str]]:
@@ -111,10 +148,10 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
                                    "functions": [portable(f) for f in p.functions],
                                    "options": p.options, "signature": p.signature, "cc": p.cc}
                             for name, p in probes.items()})
-    except ValueError as e:  # a recursive device function, a value that cannot be sent
+    except ValueError as e:  # a recursive device function, a value no device function can use
         return each("rejected", str(e))
     try:
-        proc = subprocess.run([sys.executable, "-m", "kernels_lab.grading.probe_ptx"], input=job,
+        proc = subprocess.run([_STARTED_WITH[0], "-m", "kernels_lab.grading.probe_ptx"], input=job,
                               capture_output=True, env=env, timeout=COMPILE_S)
     except subprocess.TimeoutExpired:  # as the kernel gate's: a compile that never ends is the code's
         return each("rejected", f"compiling your function inside the probe did not finish within {COMPILE_S:g} s")
@@ -123,29 +160,27 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
         return json.loads(lines[-1])
     except (ValueError, IndexError):
         said = f"(exit code {proc.returncode}): {proc.stderr.decode()[-400:]}"
-        # past READY, the child was rebuilding the student's functions (their pickled values) or compiling them
-        return each("rejected", f"the compiler's process ended while it rebuilt or compiled your function {said}") \
-            if READY in lines else each("environment", f"the compiler's child ended without a result {said}")
+        if READY in lines:  # numba was imported and the canary compiled: what ended it was the submission's code
+            return each("rejected", f"the compiler's process ended while it compiled your function {said}")
+        # NVVM and NVRTC are here (where_not_compiled asked) and the interpreter is the grader's own: a child that
+        # cannot start is most likely the submission's doing (its process's limits), and a gate it could skip
+        # would be a way round it
+        return each("rejected", f"the compiler's process could not start from your submission's process {said}. If "
+                                f"your code changes no limits of its process, this is the grading machine's "
+                                f"problem: tell your instructor (kernels-lab doctor)")
 
 
 def where_not_compiled(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
     """compile_probes where kernels are not compiled when they launch (the simulator); {} on a GPU, whose launch
-    compiles (its refusal is the judge's outcome already), and {} without a compiler here (no NVVM / NVRTC),
-    with a warning: the simulator then accepts code a GPU's compiler would refuse."""
+    compiles (its refusal is the judge's outcome already); "environment" for each probe where no compiler is."""
     from ..backend import BACKEND
     from ..capabilities import ptx_libraries
     if BACKEND.on_device:
         return {}
     libs = ptx_libraries()
     if not libs.available:
-        warnings.warn(f"no compiler here ({libs.detail}): the simulator runs code a GPU's compiler would refuse",
-                      stacklevel=2)
-        return {}
-    compiled = compile_probes(probes)
-    for name, got in compiled.items():
-        if got["status"] == "environment":
-            warnings.warn(f"the probe {name} was not compiled here: {got['message']}", stacklevel=2)
-    return compiled
+        return {name: {"status": "environment", "message": f"no NVVM / NVRTC here ({libs.detail})"} for name in probes}
+    return compile_probes(probes)
 
 
 def rejection(compiled: dict[str, dict[str, str]]) -> str | None:
@@ -153,12 +188,33 @@ def rejection(compiled: dict[str, dict[str, str]]) -> str | None:
     return next((got["message"] for got in compiled.values() if got["status"] == "rejected"), None)
 
 
+def not_compiled(compiled: dict[str, dict[str, str]]) -> str:
+    """For a check's message: where the gate could not run here, that the simulator ran the function unchecked."""
+    why = next((got["message"] for got in compiled.values() if got["status"] == "environment"), None)
+    return "" if why is None else (f" (NOT COMPILED HERE: {why}; the simulator runs code a GPU's compiler may "
+                                   f"refuse, so a GPU may grade it lower; instructors: kernels-lab doctor)")
+
+
+def _canary(x):
+    x[0] = 1.0
+
+
 def _child() -> None:
-    """The job on stdin; on stdout, as JSON, each probe: {"status": compiled | rejected | environment, ...}."""
+    """The job on stdin; on stdout, as JSON, each probe: {"status": compiled | rejected | environment, ...}. A
+    kernel of the grader's own compiles first: if it does not, the toolchain is broken here ("environment"), and
+    once it has, whatever fails is the submission's code (never judged from the words of an error)."""
+    from numba import types as nt
+
     from ..capabilities import compile_ptx
-    from .compile_gate import compiler_message, is_environmental, target_cc
+    from .compile_gate import compiler_message, target_cc
     warnings.simplefilter("ignore")
-    job = pickle.loads(sys.stdin.buffer.read())  # the grader's data: each function's own values stay bytes here
+    job = pickle.loads(sys.stdin.buffer.read())  # the grader's data: the functions as `portable` made them
+    try:
+        compile_ptx(_canary, (nt.Array(nt.float32, 1, "C"),), target_cc())
+    except Exception as e:  # noqa: BLE001  (no code of the submission's has been read yet)
+        print(json.dumps({name: {"status": "environment", "message": f"{type(e).__name__}: {e}"[:600]}
+                          for name in job}))
+        return
     print(READY, flush=True)
     out = {}
     for name, p in job.items():
@@ -167,10 +223,9 @@ def _child() -> None:
         try:
             kernel = factory(*(rebuild(f) for f in p["functions"]), *p["options"])
             out[name] = {"status": "compiled", "ptx": compile_ptx(kernel.py_func, p["signature"], cc)}
-        except Exception as e:  # noqa: BLE001  (the student's code, or the toolchain: said which)
-            out[name] = {"status": "environment" if is_environmental(e) else "rejected",
-                         "message": compiler_message(e, skip_file=os.path.basename(
-                             sys.modules[p["factory"][0]].__file__))[:1500]}
+        except Exception as e:  # noqa: BLE001  (the toolchain compiled the canary: this is the code's)
+            out[name] = {"status": "rejected", "message": compiler_message(e, skip_file=os.path.basename(
+                sys.modules[p["factory"][0]].__file__))[:1500]}
     print(json.dumps(out))
 
 

@@ -170,7 +170,7 @@ class CombineJudge:
     def run(self, value: Any, job: dict[str, Any]) -> dict[str, Any]:
         from numba import types
 
-        from ...grading.api import Probe, rejection, where_not_compiled
+        from ...grading.api import Probe, not_compiled, rejection, where_not_compiled
         f32, partials = types.Array(types.float32, 1, "C"), types.Array(types.float32, 2, "C")
         # the simulator compiles nothing: both kernels go through numba's compiler in a child, as on a GPU
         compiled = where_not_compiled({
@@ -179,7 +179,7 @@ class CombineJudge:
                                                             types.float32))})
         if (refused := rejection(compiled)) is not None:
             return {"rejected": refused}
-        ran: dict[str, Any] = {"pairs": {}, "rows": []}
+        ran: dict[str, Any] = {"pairs": {}, "rows": [], "not_compiled": not_compiled(compiled)}
         for name, (a, b) in pairs(job["seed"]).items():  # each run on its own: one that raises costs its checks only
             ran["pairs"][name] = _attempt(merge_pairs, value, a, b)
         for _, inputs, _ in row_sets(WORKLOAD.size(rows=job["rows"], cols=job["cols"]), job["seed"]):
@@ -200,6 +200,7 @@ class CombineJudge:
                  # there is the rule's, not precision's
                  FAR: _raised(found["far"]) or self._far(*probes["far"], found["far"], rule_wrong=not spread[0])}
         marks[ROWS] = self._rows(case, job, got.ran["rows"], all(ok for ok, _ in marks.values()))
+        marks[WEIGHTS] = (marks[WEIGHTS][0], marks[WEIGHTS][1] + got.ran.get("not_compiled", ""))
         return [(c, *marks[c]) for c in self.checks]
 
     @staticmethod

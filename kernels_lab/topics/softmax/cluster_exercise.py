@@ -191,7 +191,7 @@ class ClusterJudge:
     def run(self, value: Any, job: dict[str, Any]) -> dict[str, Any]:
         from numba import types
 
-        from ...grading.api import Probe, rejection, where_not_compiled
+        from ...grading.api import Probe, not_compiled, rejection, where_not_compiled
         f32 = types.Array(types.float32, 1, "C")
         # the simulator compiles nothing: the probe goes through numba's compiler in a child, as a GPU's launch
         # does, for its refusal and the PTX that HOLDS reads
@@ -201,6 +201,7 @@ class ClusterJudge:
             return {"rejected": refused}
         ran: dict[str, Any] = {r: [_launch(value, k, job["seed"], r) for k in CLUSTERS] for r in RUNS}
         ran["ptx"] = compiled["probe"].get("ptx") if compiled else _ptx_of(_probe(value, True, False))
+        ran["not_compiled"] = not_compiled(compiled)
         return ran
 
     def score(self, case: Case, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
@@ -212,7 +213,8 @@ class ClusterJudge:
                     f"compile it): {ran['rejected']}")
             return [(c, False, said) for c in self.checks]
         seed = job["seed"]
-        marks = [(COMBINE, *self._combine(ran["plain"], seed)),
+        ok, said = self._combine(ran["plain"], seed)
+        marks = [(COMBINE, ok, said + ran.get("not_compiled", "")),
                  (WAITS, *self._same(ran["plain"], [ran["late"], ran["late_reversed"]],
                                      [f"with the pairs written rank by rank, the last {LATE_NS / 1e6:g} ms late, "
                                       f"and no barrier of the probe's before the call",
