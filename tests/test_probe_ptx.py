@@ -39,7 +39,8 @@ class Half:  # were it pickled: a call of os._exit where the value is rebuilt
 
 HALF = Half()""")
 # found by an attack on the gate (12-07): each compiled other code than the simulator ran, or skipped the gate
-TRUE_FLAG = LIST.replace("    box = [ma, mb]", "    if PYTHON:\n        box = [ma, mb]\n    else:\n        box = (ma, mb)")\
+TRUE_FLAG = LIST.replace("    box = [ma, mb]",
+                         "    if PYTHON:\n        box = [ma, mb]\n    else:\n        box = (ma, mb)")\
     .replace("HALF = np.float32(0.5)", "HALF = np.float32(0.5)\nPYTHON = True  # the same object as a kernels_lab flag")
 NAMED_LIKE_THE_TOOLCHAIN = LIST.replace("box", "libnvvm")  # "libnvvm" in numba's words is no missing library
 FAKE = HELPER + """
