@@ -191,7 +191,8 @@ class CombineJudge:
         if (why := got.data_failure(job["about"])) is not None:
             return [(c, False, why) for c in self.checks]
         if (refused := _rejected(got.ran)) is not None:
-            return [(c, False, refused) for c in self.checks]
+            return [(c, False, refused if c == self.checks[0] else "numba's compiler rejects your combine (above)")
+                    for c in self.checks]
         probes, found = pairs(job["seed"]), got.ran["pairs"]
         spread = _raised(found["unequal"]) or self._spread(*probes["unequal"], found["unequal"])
         marks = {WEIGHTS: _raised(found["unequal"]) or self._weights(*probes["unequal"], found["unequal"]),

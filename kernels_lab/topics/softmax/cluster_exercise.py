@@ -211,7 +211,8 @@ class ClusterJudge:
         if "rejected" in ran:  # the simulator's compile of the probe (a GPU's launch fails: below)
             said = (f"numba's compiler rejects the combine (the simulator would run it as Python; a GPU cannot "
                     f"compile it): {ran['rejected']}")
-            return [(c, False, said) for c in self.checks]
+            return [(c, False, said if c == COMBINE else "numba's compiler rejects the combine (above)")
+                    for c in self.checks]
         seed = job["seed"]
         ok, said = self._combine(ran["plain"], seed)
         marks = [(COMBINE, ok, said + ran.get("not_compiled", "")),
