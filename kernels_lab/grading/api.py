@@ -1,24 +1,22 @@
 """What the judges of data exercises (they live with their topics, in kernels_lab/topics) may use of the grader,
 and nothing else: its PTX scanner, its compiler for probe kernels built with a student's functions (the compile
-gate of a data exercise), the checks it makes of every student's function, numba's words for a rejected
-function, and a grade itself. The grader's other modules are its internals; tests/test_grading_imports.py
-keeps topics to this module (and core to no part of the grader).
+gate of a data exercise), the checks it makes of every student's function, and a grade itself. The grader's
+other modules are its internals; tests/test_grading_imports.py keeps topics to this module (and core to no part
+of the grader).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .child import ALLOWED_IMPORTS, defined_outside_kernels_lab, entry_problem, forbidden_import
-from .compile_gate import compiler_message, is_environmental, target_cc
+from .child import defined_outside_kernels_lab, entry_problem, forbidden_import
 from .exercises import get_exercise
 from .probe_ptx import Probe, compile_probes, not_compiled, portable, rebuild, rejection, where_not_compiled
 from .ptx import Instr, Listing, first_load_before, listing
 
-__all__ = ["ALLOWED_IMPORTS", "Instr", "Listing", "Probe", "compile_probes", "compiler_message",
-           "defined_outside_kernels_lab", "entry_problem", "first_load_before", "forbidden_import", "get_exercise",
-           "grade", "is_environmental", "listing", "not_compiled", "portable", "rebuild", "rejection", "target_cc",
-           "where_not_compiled"]
+__all__ = ["Instr", "Listing", "Probe", "compile_probes", "defined_outside_kernels_lab", "entry_problem",
+           "first_load_before", "forbidden_import", "get_exercise", "grade", "listing", "not_compiled", "portable",
+           "rebuild", "rejection", "where_not_compiled"]
 
 
 def grade(*args: Any, **kwargs: Any) -> Any:
