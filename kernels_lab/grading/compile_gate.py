@@ -113,6 +113,19 @@ def available() -> tuple[bool, str]:
     return False, f"the toolchain is there but a known-good kernel does not compile: {result.get('message', '?')}"
 
 
+def compile_known_good() -> None:
+    """The grader's own known-good kernel (it calls a plain device function) compiled here for the course's
+    GPUs; raises where the toolchain is broken. Every compile child runs it before any code of a submission's,
+    so a failure after it is the submission's."""
+    from numba import types
+
+    from ..capabilities import compile_ptx
+    from ..runtime import cuda
+    space = {"cuda": cuda, "np": np}
+    exec(_PROBE_SOURCE, space)
+    compile_ptx(space["probe_kernel"].py_func, eval(_PROBE_SIG, {"types": types}), target_cc())
+
+
 def signature_expr(ex: Exercise) -> str:
     """numba types of the entry's arguments at the exercise's first case, as Python source
     (any rank, any dtype numba knows: arrays are C-contiguous, as the grader passes them)."""
@@ -281,9 +294,7 @@ def _child(path: str, entry: str, sig: str, result_path: str) -> int:
     from kernels_lab.runtime import cuda
     _fake_current_device()
     try:  # the grader's own known-good kernel first: after it compiles, a failure is the submission's
-        canary = {"cuda": cuda, "np": np}
-        exec(_PROBE_SOURCE, canary)
-        cuda.compile_ptx(canary["probe_kernel"].py_func, eval(_PROBE_SIG, {"types": types}), cc=target_cc())
+        compile_known_good()
     except Exception as e:  # noqa: BLE001  (no code of the submission's has run)
         result.update(status="environment", type=type(e).__name__, message=str(e)[:2000])
         save()

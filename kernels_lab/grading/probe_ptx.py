@@ -7,10 +7,12 @@ simulator asks this module instead; the refusal then costs the same points on bo
 
     compile_probes({"name": Probe(factory, functions, signature)}) -> {"name": {"status", "ptx" | "message"}}
         status: "compiled" (with "ptx"), "rejected" (the student's code: numba's words for it) or
-        "environment" (the grader's own canary kernel did not compile there: the machine's problem, said so)
+        "environment" (the grader's own known-good kernel did not compile there: the machine's problem, said so)
     where_not_compiled(probes) -> the same, on a back-end that compiles nothing (the simulator); {} on a GPU
                                   (its launch compiles); "environment" for each probe where no compiler is
     rejection(compiled) -> numba's words for the first probe its compiler rejected, or None
+    refusal(ran, runs, what), refused(checks, words, what) -> a judge's words for a refusal (the gate's on the
+                                  simulator, a launch's on a GPU), and every check failed by it
     not_compiled(compiled) -> words for a check's message where the gate could not run, or ""
 
 A function travels to the child as data (`portable`): its code, and each global and closure value it uses as
@@ -34,12 +36,13 @@ import sys
 import types
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 COMPILE_S = 120.0   # numba's import and a few small kernels: seconds, on a busy machine tens of them
-READY = "probe_ptx: compiling"  # the child's line once its canary compiled: a failure after it is the code's
+READY = "probe_ptx: compiling"  # the child's line once the known-good kernel compiled: a failure after it is the
+                                # code's
 # the interpreter and environment before any submission ran (grading/child.py imports this module first): a
 # submission that changes sys.executable or os.environ does not change how the compiler's process starts
 _STARTED_WITH = (sys.executable, dict(os.environ))
@@ -160,7 +163,7 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
         return json.loads(lines[-1])
     except (ValueError, IndexError):
         said = f"(exit code {proc.returncode}): {proc.stderr.decode()[-400:]}"
-        if READY in lines:  # numba was imported and the canary compiled: what ended it was the submission's code
+        if READY in lines:  # numba was imported and the known-good kernel compiled: what ended it was the submission's code
             return each("rejected", f"the compiler's process ended while it compiled your function {said}")
         # NVVM and NVRTC are here (where_not_compiled asked) and the interpreter is the grader's own: a child that
         # cannot start is most likely the submission's doing (its process's limits), and a gate it could skip
@@ -188,6 +191,23 @@ def rejection(compiled: dict[str, dict[str, str]]) -> str | None:
     return next((got["message"] for got in compiled.values() if got["status"] == "rejected"), None)
 
 
+def refusal(ran: dict[str, Any], runs: Iterable[Any], what: str) -> str | None:
+    """A judge's words for numba's refusal of `what` (the student's function), or None: on the simulator from the
+    gate (ran["rejected"], set by the judge's run from `rejection`), on a GPU from a launch that failed to compile
+    (one of `runs` is {"error": ..., "rejected": True})."""
+    if "rejected" in ran:
+        return (f"numba's compiler rejects {what} (the simulator would run it as Python; a GPU cannot compile it): "
+                f"{ran['rejected']}")
+    failed = next((r for r in runs if isinstance(r, dict) and r.get("rejected")), None)
+    return None if failed is None else f"numba's compiler rejects {what}: {failed['error']}"
+
+
+def refused(checks: Iterable[str], words: str, what: str) -> list[tuple[str, bool, str]]:
+    """Every check failed by numba's refusal: its words once, under the first check."""
+    return [(c, False, words if i == 0 else f"numba's compiler rejected {what} (above)")
+            for i, c in enumerate(checks)]
+
+
 def not_compiled(compiled: dict[str, dict[str, str]]) -> str:
     """For a check's message: where the gate could not run here, that the simulator ran the function unchecked."""
     why = next((got["message"] for got in compiled.values() if got["status"] == "environment"), None)
@@ -195,22 +215,16 @@ def not_compiled(compiled: dict[str, dict[str, str]]) -> str:
                                    f"refuse, so a GPU may grade it lower; instructors: kernels-lab doctor)")
 
 
-def _canary(x):
-    x[0] = 1.0
-
-
 def _child() -> None:
     """The job on stdin; on stdout, as JSON, each probe: {"status": compiled | rejected | environment, ...}. A
     kernel of the grader's own compiles first: if it does not, the toolchain is broken here ("environment"), and
     once it has, whatever fails is the submission's code (never judged from the words of an error)."""
-    from numba import types as nt
-
     from ..capabilities import compile_ptx
-    from .compile_gate import compiler_message, target_cc
+    from .compile_gate import compile_known_good, compiler_message, target_cc
     warnings.simplefilter("ignore")
     job = pickle.loads(sys.stdin.buffer.read())  # the grader's data: the functions as `portable` made them
     try:
-        compile_ptx(_canary, (nt.Array(nt.float32, 1, "C"),), target_cc())
+        compile_known_good()
     except Exception as e:  # noqa: BLE001  (no code of the submission's has been read yet)
         print(json.dumps({name: {"status": "environment", "message": f"{type(e).__name__}: {e}"[:600]}
                           for name in job}))
@@ -223,7 +237,7 @@ def _child() -> None:
         try:
             kernel = factory(*(rebuild(f) for f in p["functions"]), *p["options"])
             out[name] = {"status": "compiled", "ptx": compile_ptx(kernel.py_func, p["signature"], cc)}
-        except Exception as e:  # noqa: BLE001  (the toolchain compiled the canary: this is the code's)
+        except Exception as e:  # noqa: BLE001  (the known-good kernel compiled: this is the code's)
             out[name] = {"status": "rejected", "message": compiler_message(e, skip_file=os.path.basename(
                 sys.modules[p["factory"][0]].__file__))[:1500]}
     print(json.dumps(out))

@@ -126,17 +126,6 @@ def _raised(got: Any) -> tuple[bool, str] | None:
         else None
 
 
-def _rejected(ran: dict[str, Any]) -> str | None:
-    """The words for a combine numba's compiler rejects: on the simulator from its compile in a child, on a GPU
-    from the launches (each one fails the same way)."""
-    if "rejected" in ran:
-        return (f"numba's compiler rejects your combine (the simulator would run it as Python; a GPU cannot compile "
-                f"it): {ran['rejected']}")
-    failed = next((r for r in [*ran["pairs"].values(), *ran["rows"]] if isinstance(r, dict) and r.get("rejected")),
-                  None)
-    return None if failed is None else f"numba's compiler rejects your combine: {failed['error']}"
-
-
 PROBED = "unequal and equal counts, the means either way round and equal, one partial empty or a single element"
 ROWS_WHICH = "the checks above say which rule"
 ROWS_UNPROBED = ("the merges above all came out right, so your rule goes wrong on partials they do not make: try "
@@ -190,9 +179,10 @@ class CombineJudge:
         """got: the case's grading.records.Run (value, ran, run_error)."""
         if (why := got.data_failure(job["about"])) is not None:
             return [(c, False, why) for c in self.checks]
-        if (refused := _rejected(got.ran)) is not None:
-            return [(c, False, refused if c == self.checks[0] else "numba's compiler rejects your combine (above)")
-                    for c in self.checks]
+        from ...grading.api import refusal, refused
+        ran = got.ran
+        if (words := refusal(ran, [*ran.get("pairs", {}).values(), *ran.get("rows", [])], "your combine")) is not None:
+            return refused(self.checks, words, "your combine")
         probes, found = pairs(job["seed"]), got.ran["pairs"]
         spread = _raised(found["unequal"]) or self._spread(*probes["unequal"], found["unequal"])
         marks = {WEIGHTS: _raised(found["unequal"]) or self._weights(*probes["unequal"], found["unequal"]),

@@ -207,28 +207,23 @@ class ClusterJudge:
     def score(self, case: Case, job: dict[str, Any], got: Any) -> list[tuple[str, bool | None, str]]:
         if (why := got.data_failure(job["about"])) is not None:
             return [(c, False, why) for c in self.checks]
+        from ...grading.api import refusal, refused
         ran = got.ran
-        if "rejected" in ran:  # the simulator's compile of the probe (a GPU's launch fails: below)
-            said = (f"numba's compiler rejects the combine (the simulator would run it as Python; a GPU cannot "
-                    f"compile it): {ran['rejected']}")
-            return [(c, False, said if c == COMBINE else "numba's compiler rejects the combine (above)")
-                    for c in self.checks]
+        # nothing ran (on a GPU every launch failed to compile): no outcome to compare, and no barrier check passes
+        if (words := refusal(ran, ran.get("plain", []), "the combine")) is not None:
+            return refused(self.checks, words, "the combine")
         seed = job["seed"]
         ok, said = self._combine(ran["plain"], seed)
-        marks = [(COMBINE, ok, said + ran.get("not_compiled", "")),
-                 (WAITS, *self._same(ran["plain"], [ran["late"], ran["late_reversed"]],
-                                     [f"with the pairs written rank by rank, the last {LATE_NS / 1e6:g} ms late, "
-                                      f"and no barrier of the probe's before the call",
-                                      f"with the pairs written rank by rank from the last, rank 0's "
-                                      f"{LATE_NS / 1e6:g} ms late, and no barrier of the probe's before the call"],
-                                     "a pair was read before its block had written it (wait at a cluster barrier, "
-                                     "cluster_sync, before the first dsmem_load), or a pair changed while another "
-                                     "block read it")),
-                 (HOLDS, *self._holds(ran))]
-        if any(p.get("rejected") for p in ran["plain"]):  # nothing ran: no outcome to compare (a GPU's compiler)
-            said = "numba's compiler rejected the combine (above): it never ran, so there is nothing to compare"
-            marks = [marks[0]] + [(check, False, said) for check, _, _ in marks[1:]]
-        return marks
+        return [(COMBINE, ok, said + ran.get("not_compiled", "")),
+                (WAITS, *self._same(ran["plain"], [ran["late"], ran["late_reversed"]],
+                                    [f"with the pairs written rank by rank, the last {LATE_NS / 1e6:g} ms late, "
+                                     f"and no barrier of the probe's before the call",
+                                     f"with the pairs written rank by rank from the last, rank 0's "
+                                     f"{LATE_NS / 1e6:g} ms late, and no barrier of the probe's before the call"],
+                                    "a pair was read before its block had written it (wait at a cluster barrier, "
+                                    "cluster_sync, before the first dsmem_load), or a pair changed while another "
+                                    "block read it")),
+                (HOLDS, *self._holds(ran))]
 
     @staticmethod
     def _combine(plain: list[dict[str, Any]], seed: int) -> tuple[bool, str]:
