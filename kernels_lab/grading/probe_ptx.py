@@ -163,7 +163,7 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
         return json.loads(lines[-1])
     except (ValueError, IndexError):
         said = f"(exit code {proc.returncode}): {proc.stderr.decode()[-400:]}"
-        if READY in lines:  # numba was imported and the known-good kernel compiled: what ended it was the submission's code
+        if READY in lines:  # the known-good kernel compiled: what ended the child was the submission's code
             return each("rejected", f"the compiler's process ended while it compiled your function {said}")
         # NVVM and NVRTC are here (where_not_compiled asked) and the interpreter is the grader's own: a child that
         # cannot start is most likely the submission's doing (its process's limits), and a gate it could skip
