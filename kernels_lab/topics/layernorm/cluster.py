@@ -3,7 +3,9 @@ width the cluster holds (issue 36), where `fused` stops at 16384 columns and `un
 
 The layout and the slices are softmax's cluster kernel's (topics/softmax/cluster.py: k blocks, each holding
 its slice of the row in registers as 16-byte vectors; the layout measured for softmax, not for layernorm).
-Seven versions, numbered as they were written, each changing one thing the profile blamed (lesson 08):
+Seven versions, numbered as they were written, each changing one thing the profile blamed (lesson 08); the
+registered `cluster` runs v9 (v3 until 2026-12-08, when v9 had been measured at or above it at every shape on the
+H100 and at every shape the H200 ran):
 
   v1  two statistics one after the other, each exchanged through distributed shared memory:
           slice -> block sum -> thread p < k stores it into block p's peer_s[j] (DSMEM); cluster barrier A;
@@ -12,7 +14,7 @@ Seven versions, numbered as they were written, each changing one thing the profi
           32-byte sector written in four pieces)
   v2  v1 with the last step in 16-byte stores and 16-byte gamma and beta loads; ptxas then counts 78-96
       registers a thread (the compiler hoists every chunk's weight loads): fewer resident warps
-  v3  (the registered `cluster`) one exchange per row instead of two: each thread folds its elements into
+  v3  (`cluster` until v9) one exchange per row instead of two: each thread folds its elements into
       (count, mean, M2), the block merges them with Chan's rule (lesson 08's exercise, welford.py), thread
       p < k stores the block's triple into block p's shared memory, one cluster barrier, every thread merges
       the k triples; 16-byte stores as v2, with the launch bound asking for 1024 resident threads an SM
@@ -26,8 +28,8 @@ Seven versions, numbered as they were written, each changing one thing the profi
       Nsight Compute on the H200 found v3 issuing an instruction on 62% of the scheduler's cycles with DRAM at
       49%: the tests (is this element in the row?) cost issue slots a memory-bound kernel should not spend
       (v6 and v7, staged.py, came between)
-  v9  v8 deciding a warp at a time (cuda.all_sync): at 1000 columns a warp's lanes split between the two paths
-      and the warp ran both, one after the other (v8 slower than v3 there on the H100)
+  v9  (the registered `cluster`) v8 deciding a warp at a time (cuda.all_sync): at 1000 columns a warp's lanes
+      split between the two paths and the warp ran both, one after the other (v8 slower than v3 there on the H100)
 
 v1's single slot per statistic is enough: a block stores the next row's sum after barrier B, which no block
 passes before every block has read this row's sums; likewise the next squared sum after the next A. v3 has
@@ -58,6 +60,7 @@ from . import workload as ln
 from .welford import welford_combine
 
 RESIDENT_THREADS = 1024  # v3's launch bound: this many threads an SM, so ptxas fits 64 registers a thread
+REGISTERED = 9  # the version `cluster` runs (the docstring)
 
 _ZERO, _ONE = np.float32(0), np.float32(1)
 
@@ -356,7 +359,7 @@ def half_held(shape: scl.ClusterShape) -> scl.ClusterShape | None:
     return None
 
 
-def layout(cols: int, version: int = 3) -> scl.ClusterShape | None:
+def layout(cols: int, version: int = REGISTERED) -> scl.ClusterShape | None:
     """The layout a version runs rows of `cols` floats with (None: no cluster holds them)."""
     shape = scl.cluster_shape(cols)
     if shape is None or version not in (4, 5) or shape.chunks < 2:
@@ -364,7 +367,7 @@ def layout(cols: int, version: int = 3) -> scl.ClusterShape | None:
     return half_held(shape)
 
 
-def cluster_kernel(shape: scl.ClusterShape, version: int = 3):
+def cluster_kernel(shape: scl.ClusterShape, version: int = REGISTERED):
     """The kernel of version 1 to 5, 8 or 9 (the module's docstring) for this layout."""
     if version >= 3:
         return layernorm_chan_kernel(shape, 1536 if version == 5 else RESIDENT_THREADS,
@@ -372,7 +375,7 @@ def cluster_kernel(shape: scl.ClusterShape, version: int = 3):
     return layernorm_cluster_kernel(shape, vector_out=version == 2)
 
 
-def plan_cluster(size: Size, version: int = 3) -> Plan:
+def plan_cluster(size: Size, version: int = REGISTERED) -> Plan:
     """x once, out once, gamma and beta for every row (from the caches); the statistics through shared memory."""
     r, c = size.rows, size.cols
     shape = layout(c, version)
@@ -384,9 +387,9 @@ def plan_cluster(size: Size, version: int = 3) -> Plan:
 
 
 def bind_cluster(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = None, clusters: int | None = None,
-                 version: int = 3):
+                 version: int = REGISTERED):
     """A cluster per row (or `clusters` clusters striding over the rows); shape: another layout than the width's;
-    version: 1, 2, 4, 5, 8 or 9, the study's other kernels (the module's docstring)."""
+    version: 1 to 5 or 8, the study's other kernels (the module's docstring)."""
     x, gamma, beta, out, rows, cols = ln._check(inputs, outputs)
     require_aligned(x=x, gamma=gamma, beta=beta, out=out)  # 16-byte vectors (rows need not start aligned)
     if shape is None and (why := version_refusal(cols, version)) is not None:
@@ -401,12 +404,12 @@ def bind_cluster(inputs, outputs, stream=0, *, shape: scl.ClusterShape | None = 
 
 
 def _version(number: int, what: str) -> Variant:
-    return Variant(f"cluster_v{number}", "fused", f"{what}; unregistered: the study times it beside `cluster` (v3)",
+    return Variant(f"cluster_v{number}", "fused", f"{what}; unregistered: the study times it beside `cluster` (v9)",
                    functools.partial(plan_cluster, version=number), functools.partial(bind_cluster, version=number),
                    lambda size: version_refusal(size.cols, number))
 
 
-def version_refusal(cols: int, version: int = 3) -> str | None:
+def version_refusal(cols: int, version: int = REGISTERED) -> str | None:
     """None when the version runs rows of `cols` floats here; else why not."""
     if (why := cluster_refusal(cols)) is not None:
         return why
@@ -419,16 +422,17 @@ def version_refusal(cols: int, version: int = 3) -> str | None:
 CLUSTER_V1 = _version(1, "cluster's first kernel: two exchanges a row (sum, then squared deviations), stores one "
                          "float at a time")
 CLUSTER_V2 = _version(2, "v1 with 16-byte stores and 16-byte gamma and beta loads in its last step")
+CLUSTER_V3 = _version(3, "`cluster` before v8 and v9: every element tested against the row's ends")
 CLUSTER_V4 = _version(4, "v3 holding half the floats a thread (twice the blocks a row, or the threads): 63 "
                          "registers and no spill where v3 spills 20 bytes")
 CLUSTER_V5 = _version(5, "v4 asking 1536 resident threads an SM: 40 registers, 12 bytes spilled")
 CLUSTER_V8 = _version(8, "v3 with a path that tests nothing for the threads whose vectors all lie inside the row "
                          "(a width that is a multiple of 4): 16-byte loads and stores, no per-element test")
-CLUSTER_V9 = _version(9, "v8 taking the test-free path a warp at a time (a vote): no warp runs both paths")
 
 ln.WORKLOAD.add(Variant("cluster", "fused", "1 kernel, each row split across a thread-block cluster (softmax's "
                                             "layout); each block merges its slice into (count, mean, M2), the "
                                             "blocks swap them through distributed shared memory and merge them "
-                                            "with Chan's rule: one cluster barrier a row (cc >= 9.0)",
+                                            "with Chan's rule: one cluster barrier a row; a warp whose vectors all "
+                                            "lie inside the row tests none of them (v9; cc >= 9.0)",
                         plan_cluster, bind_cluster,
                         lambda size: cluster_refusal(size.cols)))

@@ -15,7 +15,7 @@ from typing import Any
 from ...instrument import ptxas
 from ...instrument.ptxas import THREADS_PER_SM, blocks_per_sm
 from ..softmax.staged import stage_bytes, staged_layout
-from .cluster import RESIDENT_THREADS, cluster_kernel, layout
+from .cluster import REGISTERED, RESIDENT_THREADS, cluster_kernel, layout
 from .onchip import RESIDENT_THREADS as ONCHIP_RESIDENT
 from .onchip import layernorm_onchip_kernel, onchip_layout, weight_bytes
 from .staged import layernorm_staged_kernel
@@ -49,8 +49,8 @@ def kernels_at(cols: int, staged: bool = False) -> list[tuple[str, Any, int, flo
     if shape is not None:
         found += [("fused", fused_kernel(shape), shape.block, shape.rows_per_block, 0),
                   ("persistent", fused_kernel(shape, hold=True), shape.block, shape.rows_per_block, 0)]
-    for name, version in (("cluster", 3), ("cluster v1", 1), ("cluster v2", 2), ("cluster v4", 4), ("cluster v5", 5),
-                          ("cluster v8", 8), ("cluster v9", 9)):
+    for name, version in (("cluster", REGISTERED), ("cluster v1", 1), ("cluster v2", 2), ("cluster v3", 3),
+                          ("cluster v4", 4), ("cluster v5", 5), ("cluster v8", 8)):
         held = layout(cols, version)
         if held is not None:
             found.append((name, cluster_kernel(held, version), held.threads, 1 / held.slices, 0))

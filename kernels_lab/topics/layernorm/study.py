@@ -1,5 +1,5 @@
 """Layernorm's study (`kernels-lab bench layernorm`): every variant and the cluster kernel's numbered versions
-(v1, v2, v4, v5, v8, v9: cluster.py; v10, v11: onchip.py) at four shapes against torch's F.layer_norm, eager
+(v1 to v5, v8: cluster.py; v10, v11: onchip.py; `cluster` is v9) at four shapes against torch's F.layer_norm, eager
 and torch.compile'd, beside the copy ceiling; (group `long`) the rows past fused's MAX_COLS, where only `unfused` and the cluster
 kernels run; (group `staged`) the same rows for staged.py's v6 and v7 beside `cluster`. Lesson 08 and
 figures/layernorm_{h100,h200}_shapes.png quote it. Useful bytes: one read and one write of x (8 per element, for
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...profile.anchors import torch_anchor
 from ...profile.study import Group, Study, version
-from .cluster import CLUSTER_V1, CLUSTER_V2, CLUSTER_V4, CLUSTER_V5, CLUSTER_V8, CLUSTER_V9
+from .cluster import CLUSTER_V1, CLUSTER_V2, CLUSTER_V3, CLUSTER_V4, CLUSTER_V5, CLUSTER_V8
 from .onchip import CLUSTER_V10, CLUSTER_V11
 from .staged import CLUSTER_V6, CLUSTER_V7
 from .workload import EPS, WORKLOAD as W
@@ -17,7 +17,7 @@ from .workload import EPS, WORKLOAD as W
 SHAPES = tuple(W.size(rows=r, cols=c) for r, c in ((65536, 1024), (16384, 4096), (8192, 8192), (16384, 1000)))
 # rows one block cannot hold (past fused's MAX_COLS): where `cluster` is meant to pay; 256 MiB of x each
 LONG = tuple(W.size(rows=r, cols=c) for r, c in ((2048, 32768), (1024, 65536), (512, 131072)))
-VERSIONS = ("v1", "v2", "v4", "v5", "v8", "v9", "v10", "v11")  # the cluster kernel's, beside `cluster` (v3)
+VERSIONS = ("v1", "v2", "v3", "v4", "v5", "v8", "v10", "v11")  # the cluster kernel's, beside `cluster` (v9)
 LONG_LINES = ("unfused", "cluster") + VERSIONS + ("torch.layer_norm", "torch.compile")
 STAGED_LINES = ("cluster", "v6", "v7", "torch.layer_norm", "torch.compile")  # staged.py's kernels, not `shapes`
 SHAPES_LINES = tuple(W.variants) + VERSIONS + ("torch.layer_norm", "torch.compile")
@@ -35,16 +35,17 @@ STUDY = Study(
     versions=(version("v1", CLUSTER_V1, "cluster's first kernel: two exchanges a row, stores one float at a time"),
               version("v2", CLUSTER_V2, "v1 with 16-byte stores and gamma/beta loads (softmax's cluster kernel "
                       "stores 16 bytes)"),
-              version("v4", CLUSTER_V4, "cluster (v3) holding 16 floats a thread: no spill"),
+              version("v3", CLUSTER_V3, "one exchange a row of (count, mean, M2), 16-byte stores; every element "
+                      "tested against the row's ends (`cluster` before v9)"),
+              version("v4", CLUSTER_V4, "v3 holding 16 floats a thread: no spill"),
               version("v5", CLUSTER_V5, "v4 with 1536 resident threads an SM asked of the compiler"),
-              version("v6", CLUSTER_V6, "cluster (v3) with each slice staged in shared memory by asynchronous "
+              version("v6", CLUSTER_V6, "v3 with each slice staged in shared memory by asynchronous "
                       "copies, the next row's in flight during this row's exchange (staged.py)"),
               version("v7", CLUSTER_V7, "v6 reading its stage once into registers: one shared read an element"),
-              version("v8", CLUSTER_V8, "cluster (v3) with no per-element test for the threads whose vectors all "
+              version("v8", CLUSTER_V8, "v3 with no per-element test for the threads whose vectors all "
                       "lie inside the row"),
-              version("v9", CLUSTER_V9, "v8 deciding a warp at a time (a vote): no warp runs both paths"),
-              version("v10", CLUSTER_V10, "v9 keeping gamma and beta in shared memory across rows, a grid of "
-                      "resident clusters striding over them (onchip.py)"),
+              version("v10", CLUSTER_V10, "`cluster` (v9) keeping gamma and beta in shared memory across rows, a "
+                      "grid of resident clusters striding over them (onchip.py)"),
               version("v11", CLUSTER_V11, "v10 with 1024 resident threads an SM asked: 64 registers, no spill")),
     useful_bytes=lambda size: 8 * size.elements,
     check_size=lambda size: size.replace(rows=CHECK_ROWS),

@@ -4,8 +4,8 @@ cluster_combine on the GPU, and re-time the new default layout beside the previo
     PYTHONPATH=$PWD KERNELS_LAB_BACKEND=gpu python3 -m kernels_lab.topics.softmax.cluster_recheck OUT_DIR
 
 1. grades (kernels-lab's grader, its confined child on the GPU; no compile gate, no sanitizers: ~10 s each) of
-   the lesson's solution and three wrong combines (tests/mutations.py): each one's points against those the
-   simulator gives it (tests/test_grading_cluster.py);
+   the lesson's solution, three wrong combines and one numba's compiler refuses (tests/mutations.py): each
+   one's points against those the simulator gives it (tests/test_grading_cluster.py);
 2. at 32768, 65536 and 131072 columns (256 MiB of x): the default layout (cluster.cluster_shape, the best
    measured) and the previous default (k = portable_slices, the fewest threads), `split` and torch.softmax,
    each checked against float64 into poisoned outputs first, timed interleaved, re-checked after;
@@ -39,7 +39,8 @@ from . import split as sp
 ROOT = Path(__file__).resolve().parents[3]
 WIDTHS = (32768, 65536, 131072)
 EXPECTED = {"lesson solution": {}, "cluster_no_barrier_before": {ce.WAITS: 0},
-            "cluster_no_barrier_after": {ce.HOLDS: 0}, "cluster_no_rescale": {ce.COMBINE: 0}}
+            "cluster_no_barrier_after": {ce.HOLDS: 0}, "cluster_no_rescale": {ce.COMBINE: 0},
+            "cluster_python_list": {ce.COMBINE: 0, ce.WAITS: 0, ce.HOLDS: 0}}
 FULL = {ce.COMBINE: 4.0, ce.WAITS: 3.0, ce.HOLDS: 3.0}
 
 
