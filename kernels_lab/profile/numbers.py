@@ -39,11 +39,14 @@ def gpu(name: str, data: Path = DATA) -> str:
     return re.sub(r"^NVIDIA\s+", "", device).split()[0] if device else "an unnamed GPU"
 
 
-def best_by_width(name: str, group: str, widths: tuple[int, ...], data: Path = DATA) -> str:
+def best_by_width(name: str, group: str, widths: tuple[int, ...], data: Path = DATA,
+                  named: Callable[[dict[str, Any]], dict[str, Any]] = lambda doc: doc) -> str:
     """A row-width study's fastest registered line at each of `widths` (its sizes' second axis) in `group`: "LINE
-    SPEEDUPx, SHARE" each (against the study's anchor; share of its ceiling), joined by " / "."""
+    SPEEDUPx, SHARE" each (against the study's anchor; share of its ceiling), joined by " / "; `named`: the
+    topic's renaming of an older run's lines to today's names."""
     from .study import best_registered
-    best = {size[1]: r for size, r in best_registered(records(name, data, "study"), group).items()}
+    found = [r for r in named(load(name, data))["records"] if r.get("kind") == "study"]
+    best = {size[1]: r for size, r in best_registered(found, group).items()}
     return " / ".join(f"{best[c]['line']} {best[c]['vs_anchor']:.2f}x, {best[c]['of_ceiling']:.2f}" for c in widths)
 
 

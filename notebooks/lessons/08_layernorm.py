@@ -21,6 +21,7 @@ from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.instrument.launch_hook import count_launches
 from kernels_lab.profile.measure import trace_if_simulated
 from kernels_lab.runtime import cuda
+from kernels_lab.topics.layernorm.study import named_today
 print(lessons.setup())
 
 # %% [markdown]
@@ -141,7 +142,13 @@ def shapes_of(run):
     return found
 
 
-res = lessons.committed("layernorm_h100.json")
+def committed(name):
+    """A committed results file, its layernorm lines under today's names: runs made before 2026-12-08 called v3
+    `cluster`, which is v9 since (`named_today` in kernels_lab/topics/layernorm/study.py)."""
+    return named_today(lessons.committed(name))
+
+
+res = committed("layernorm_h100.json")
 ceiling = res["meta"]["ceiling_GBs"]
 shapes = shapes_of(res)
 names = [n for n in ("unfused", "fused", "persistent", "cluster", "v1", "v2", "torch.layer_norm", "torch.compile")
@@ -165,19 +172,21 @@ for (rows, cols), got in shapes.items():
 # `kernels_lab/topics/layernorm/workload.py`): the last three rows of the table (the study's `long` group),
 # where only it, `unfused` and torch run. The first four shapes, which one block holds, are what `fused` is
 # built for (the section on v8 below prints a later cluster version passing it at two of them, and
-# torch's eager kernel at 1000 columns). `cluster` is the third version of the kernel
-# (`kernels_lab/topics/layernorm/cluster.py`, the versions side by side); the study times the earlier two
-# beside it:
+# torch's eager kernel at 1000 columns). The kernel was written in numbered versions
+# (`kernels_lab/topics/layernorm/cluster.py`, the versions side by side), and the study times them beside the
+# registered `cluster`, which runs the ninth (v9, the section on v8 and v9 below). This section follows the
+# first three; the runs made before v9 was registered (2026-12-08) called v3 `cluster`, and the lesson reads
+# every file under today's names:
 # - `v1` computes the mean, exchanges the k block sums through DSMEM, waits at a cluster barrier, then the
 #   squared deviations, a second exchange and barrier, and stores one float at a time;
 # - `v2` is v1 with 16-byte stores and 16-byte loads of gamma and beta;
-# - `cluster` (the third version) makes one exchange a row: each thread folds its elements into (count, mean,
+# - `v3` makes one exchange a row: each thread folds its elements into (count, mean,
 #   M2), the block merges them with **the exercise's Chan rule**, the k blocks swap their triples, one cluster
 #   barrier, and every thread merges the k triples. It stores 16 bytes at a time, as v2 does, and its launch
 #   bound asks for 1024 resident threads an SM, so the compiler fits it in 64 registers a thread.
 #
-# The figure also draws the later versions, each in a section below: `v4` and `v5` (`cluster` without its spill,
-# two ways) and `v8` (the third version without its per-element tests).
+# The figure also draws the later versions, each in a section below: `v4` and `v5` (v3 without its spill, two
+# ways) and `v8` (v3 without its per-element tests).
 #
 # The long rows, from the same file:
 
@@ -193,14 +202,14 @@ def long_rows(by_shape, lines):
             yield got
 
 
-for got in long_rows(shapes, ("v1", "v2", "cluster", "unfused", "torch.layer_norm", "torch.compile")):
-    c = got["cluster"]["time_ms"]
-    print(f"{'':16}cluster takes {c / got['v1']['time_ms']:.2f} of v1's time, {c / got['unfused']['time_ms']:.2f} "
+for got in long_rows(shapes, ("v1", "v2", "v3", "unfused", "torch.layer_norm", "torch.compile")):
+    c = got["v3"]["time_ms"]
+    print(f"{'':16}v3 takes {c / got['v1']['time_ms']:.2f} of v1's time, {c / got['unfused']['time_ms']:.2f} "
           f"of unfused's; {got['torch.layer_norm']['time_ms'] / c:.2f}x torch.layer_norm, "
           f"{got['torch.compile']['time_ms'] / c:.2f}x torch.compile")
 
 # %% [markdown]
-# One exchange instead of two and 16-byte stores in 64 registers: the cluster kernel now beats `unfused` and
+# One exchange instead of two and 16-byte stores in 64 registers: v3 beats `unfused` and
 # torch's eager `layer_norm` on every long row, and takes about half of `v1`'s time. It is not at the copy
 # ceiling, and where `torch.compile`'s kernel stands against it changes from run to run and GPU to GPU (the
 # H200 tables below). Why v1 and v2 were slow, and what is left in v3, is in the profile.
@@ -211,7 +220,7 @@ for got in long_rows(shapes, ("v1", "v2", "cluster", "unfused", "torch.layer_nor
 # LaunchStats --section MemoryWorkloadAnalysis`; the command is in each file's first line): at 8192 columns
 # `fused` beside the cluster versions, at 32768 the three kernels of `unfused` beside them (a kernel's name
 # says its layout: `cluster2_512x8` is 2 blocks a row of 512 threads holding 8 vectors of 4 floats each; the
-# name ends in `_v3` for `cluster`, `_v2` for v2 and nothing for v1). The last two columns: the local-memory
+# name ends in `_v3` for v3, `_v2` for v2 and nothing for v1; the registered `cluster` ends in `_v9`). The last two columns: the local-memory
 # (spill) requests, and the 32-byte sectors that entered L2's write path (ncu's *L2 Compression Input
 # Sectors*) per sector of the output: 1.0 is every sector written once.
 
@@ -240,7 +249,7 @@ profile_table("h100")
 #   registers column (the count the H100's driver compiled) keeps occupancy at half of `fused`'s or less, so an
 #   SM has half the warps to hide the same load and barrier latencies with; at 32768 columns v2 needs the most
 #   registers of all and gains little.
-# - **`cluster` (v3) asks the compiler for residency** (the launch bound) and gets 64 registers a thread
+# - **`v3` asks the compiler for residency** (the launch bound) and gets 64 registers a thread
 #   at about v1's occupancy, with v2's stores and one cluster barrier a row instead of two. The price shows in
 #   the spills column: at 64 registers ptxas keeps a few bytes a thread in local memory (the register table
 #   below says how many), and those stores pass through L2 too (the last column is a little above 1).
@@ -251,10 +260,10 @@ profile_table("h100")
 # profile (v4's kernel is v3's code at v4's layout, `cluster4_512x4_v3` at 32768 columns; v5's ends in `_r1536`):
 
 # %%
-h200 = lessons.committed("layernorm_h200.json")
+h200 = committed("layernorm_h200.json")
 print(f"{h200['meta']['device']}, {h200['meta']['date'][:10]}, copy ceiling {h200['meta']['ceiling_GBs']:.0f} GB/s\n")
 wide = shapes_of(h200)
-list(long_rows(wide, ("v1", "v2", "cluster", "v4", "v5", "unfused", "torch.layer_norm", "torch.compile")))
+list(long_rows(wide, ("v1", "v2", "v3", "v4", "v5", "unfused", "torch.layer_norm", "torch.compile")))
 print()
 profile_table("h200")
 
@@ -263,7 +272,7 @@ profile_table("h200")
 # the spill by halving what a thread holds does not help. Each thread of v4 has half of v3's bytes in flight,
 # and at the same occupancy (the profile) the SM has half as many loads outstanding, which is consistent with
 # its loss (it also has twice the blocks a row meeting at each barrier). Lesson 04's H200 section weighs the
-# same explanation (Little's law: bytes in flight) for the softmax kernels on this GPU. Here the cluster kernel
+# same explanation (Little's law: bytes in flight) for the softmax kernels on this GPU. Here v3
 # is still ahead of `unfused` and eager torch on the long rows, but further from the copy ceiling than on the
 # H100, and `torch.compile` beats it at every long width.
 #
@@ -290,21 +299,23 @@ profile_table("h200")
 
 # %%
 for study, first in (("layernorm", "v6"), ("softmax", "v20")):
-    probe = lessons.committed(f"staged_probe_{study}_h100.json")
+    probe = committed(f"staged_probe_{study}_h100.json")
     by_shape = shapes_of(probe)
+    base = "v3" if study == "layernorm" else "cluster"  # the register kernel the staged one comes from
     print(f"{study}: {probe['meta']['device'].split(' (')[0]}, {probe['meta']['date'][:10]}")
-    rows_seen = list(long_rows(by_shape, ("cluster", first, "s3", "c4", "c4s4", "percluster", "torch.compile")))
+    rows_seen = list(long_rows(by_shape, (base, first, "s3", "c4", "c4s4", "percluster", "torch.compile")))
     ahead = [100 * (got[first]["of_ceiling"] - got["percluster"]["of_ceiling"]) for got in rows_seen]
-    staging = [100 * (got["cluster"]["of_ceiling"] - got[first]["of_ceiling"]) for got in rows_seen]
+    staging = [100 * (got[base]["of_ceiling"] - got[first]["of_ceiling"]) for got in rows_seen]
     print(f"the row ahead is worth {min(ahead):.0f} to {max(ahead):.0f} points of the ceiling to {first}; "
-          f"staging costs {min(staging):.0f} to {max(staging):.0f} points against `cluster`\n")
+          f"staging costs {min(staging):.0f} to {max(staging):.0f} points against `{base}`\n")
 
 # %% [markdown]
 # Every staged line is slower than the register kernel it comes from, at every long row, for both topics, and
 # every deeper pipeline is slower still: each stage is 32 KB (or 16 KB) of shared memory a block, so more
 # stages mean fewer resident blocks (smaller blocks, `c4`, help softmax at 32768 columns only). Without the row
 # ahead (`percluster`) the staged kernel loses a few points (each table's last line): the row ahead covers part
-# of the pause at the exchange, but staging cost more than that against v3 and the cluster kernel to begin with.
+# of the pause at the exchange, but staging cost more than that against v3 and softmax's cluster kernel to begin
+# with.
 # (`c4s3`, four-vector stages three deep, did not launch at two widths in this run: the launcher's opt-in for
 # more than 48 KB of shared memory a block counted only the dynamic bytes, now fixed.) Nsight Compute on the
 # same H100, same call (a kernel's name says its layout; the staged ones end in `_v6` and `_staged`; *SM %* is
@@ -328,12 +339,12 @@ for study, shape in (("layernorm", "2048x32768"), ("softmax", "4096x32768")):
 # not a proof of which unit binds. The next version follows from it:
 # `v7` (and softmax's v21) reads the stage once into registers and goes on as v3, asking the compiler for
 # the three blocks an SM the shared memory allows (the register table below counts it). The study's group
-# `staged` times both beside `cluster` (`kernels-lab bench layernorm --group staged`, and `softmax`), here on
-# an H200:
+# `staged` times both beside the registered `cluster` (`kernels-lab bench layernorm --group staged`, and
+# `softmax`), here on an H200, in a run made when layernorm's `cluster` was v3:
 
 # %%
-for study, lines in (("layernorm", ("cluster", "v6", "v7")), ("softmax", ("cluster", "v20", "v21"))):
-    run = lessons.committed(f"{study}_staged_h200.json")
+for study, lines in (("layernorm", ("v3", "v6", "v7")), ("softmax", ("cluster", "v20", "v21"))):
+    run = committed(f"{study}_staged_h200.json")
     by_shape = shapes_of(run)
     print(f"{study}: {run['meta']['device'].split(' (')[0]}, {run['meta']['date'][:10]} "
           f"(`{run['meta']['command'].split(' --json')[0]}`)")
@@ -377,9 +388,9 @@ scheduler_table(("ncu_layernorm_staged_2048x32768_h200.csv", "ncu_softmax_staged
 # register table below). Measured on an H100 (the study's `shapes` and `long` groups):
 
 # %%
-def versions_table(name, lines=("fused", "cluster", "v8", "v9", "torch.layer_norm", "torch.compile")):
+def versions_table(name, lines=("fused", "v3", "v8", "cluster", "torch.layer_norm", "torch.compile")):
     """Each shape's share of the copy ceiling for these lines (those the file has), and the fastest line."""
-    run = lessons.committed(name)
+    run = committed(name)
     print(f"{run['meta']['device']}, {run['meta']['date'][:10]}, {run['meta']['reps']} repetitions "
           f"(`{run['meta']['command'].split(' --json')[0]}`)\n")
     by_shape = shapes_of(run)
@@ -403,8 +414,8 @@ scheduler_table(("ncu_layernorm_v8_2048x32768_h100.csv", "ncu_layernorm_v8_8192x
 # fastest of all the study's lines at each shape (v1 to v5 and `unfused` included). One shape goes the other
 # way: at 1000 columns a row is 250 vectors, a block of 32 threads holds 8 each, and
 # lanes 26 to 31 reach past the row: the warp's lanes take different paths, and a warp that diverges runs
-# both paths one after the other. `v9` decides a warp at a time instead (`cuda.all_sync`: the fast path only
-# if all 32 lanes can take it), so no warp runs both; softmax's cluster kernel with the same path is lesson
+# both paths one after the other. `v9`, the registered `cluster` today (the tables' `cluster` column), decides a
+# warp at a time instead (`cuda.all_sync`: the fast path only if all 32 lanes can take it), so no warp runs both; softmax's cluster kernel with the same path is lesson
 # 04's study line v22 (`kernels-lab bench softmax --group whole`). Both versions on an H200, in a run of the
 # same study that its time limit cut before the 131072-column shape, with fewer repetitions than the
 # study's (the header says how many):
@@ -416,11 +427,10 @@ versions_table("layernorm_v9_h200.json")
 # At 1000 columns v9 takes back what v8 lost to divergence, and elsewhere the two are close (a run of few
 # repetitions: a point or two either way). Deciding per warp costs little where every lane agrees, but not
 # nothing: v9 keeps its vote across the row's exchange, and the register table shows it spilling a few bytes
-# at the long rows where v8 spills none. The gain over `cluster` holds on the H200, the GPU issue 36's
+# at the long rows where v8 spills none. The gain over v3 holds on the H200, the GPU issue 36's
 # targets are set on, but the targets do not: the rows past one block stay well short of 0.9 of the copy
-# ceiling there. The registered `cluster` is still v3: v9 would replace it once it is timed at every shape on
-# both GPUs (the H100 runs in the section on v10 and v11 below time it at all seven; this H200 run has no
-# 131072 columns).
+# ceiling there. v9 became the registered `cluster` on 2026-12-08, once the H100 runs in the section on v10
+# and v11 below had timed it at or above v3 at all seven shapes (this H200 run has no 131072 columns).
 #
 # The same path in softmax's cluster kernel (v22) buys nothing, measured on an H100:
 
@@ -435,7 +445,7 @@ for (rows, cols), got in shapes_of(whole).items():
 # %% [markdown]
 # Softmax's cluster kernel tests its elements too, but does less work per element (no deviations, no
 # weights), and the scheduler table earlier in this lesson (an H200's, at 32768 columns) shows its schedulers
-# idle more often than v3's:
+# idle more often than layernorm v3's:
 # its instructions were not its limit, so taking tests away changes nothing there. Layernorm's v3 issued an
 # instruction on most cycles; there the same change paid.
 #
@@ -510,7 +520,7 @@ print(f"{'rows x cols':<16}{'kernel':<13}{'regs':>5}{'spill':>6}{'weights in sha
       "  limited by")
 for shape, got in held.items():
     if "cluster v10" in got and shape[1] > 16384:  # the long rows
-        for v in ("cluster v9", "cluster v10", "cluster v11"):
+        for v in ("cluster", "cluster v10", "cluster v11"):  # `cluster` runs v9
             r = got[v]
             print(f"{shape[0]:>6} x {shape[1]:<7}{v:<13}{r['registers']:>5}{r['spill_bytes']:>6}"
                   f"{r.get('dynamic_shared_bytes', 0) // 1024:>15} KB{r['threads_per_sm']:>11}  {r['limited_by']}")
@@ -522,20 +532,20 @@ for shape, got in held.items():
 # measured below v3's at the long rows on both GPUs. Both were tested against float64 on the simulator (a
 # cluster striding over rows, each block's own slice of the weights, a block whose two warps take different
 # paths) and then on an H100 at five shapes, odd widths included (`figures/data/gpu_tests_clusters_h100.txt`).
-# Measured on the H100, beside v9, `cluster` and v4 / v5 (v3's code on v10's layout, at v11's and v10's
+# Measured on the H100, beside `cluster` (v9), v3 and v4 / v5 (v3's code on v10's layout, at v11's and v10's
 # residency), in two runs of the study, its `shapes` group and its `long` group:
 
 # %%
-ONCHIP_LINES = ("cluster", "v4", "v5", "v9", "v10", "v11", "torch.compile")
+ONCHIP_LINES = ("v3", "v4", "v5", "cluster", "v10", "v11", "torch.compile")
 onchip = {}
 for name in ("layernorm_shapes_h100.json", "layernorm_long_h100.json"):
     versions_table(name, ONCHIP_LINES)
-    onchip.update(shapes_of(lessons.committed(name)))
+    onchip.update(shapes_of(committed(name)))
     print()
-print("points of the copy ceiling against v9 (negative: below it)")
+print("points of the copy ceiling against `cluster`, v9 (negative: below it)")
 print(f"{'rows x cols':<16}{'v10':>6}{'v11':>6}")
 for (rows, cols), got in onchip.items():
-    v9 = got["v9"]["of_ceiling"]
+    v9 = got["cluster"]["of_ceiling"]
     print(f"{rows:>6} x {cols:<8}" + "".join(f"{100 * (got[v]['of_ceiling'] - v9):>+6.0f}" for v in ("v10", "v11")))
 print()
 scheduler_table(("ncu_layernorm_onchip_2048x32768_h100.csv",))

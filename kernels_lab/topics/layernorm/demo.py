@@ -8,6 +8,7 @@ from ...backend import BACKEND
 from ...core import get_workload
 from ...demos.common import TIMED_COLUMNS, DemoRun, default_rows, shapes_table, useful_rates, workload_demo
 from ...profile.study import as_before
+from .study import named_today
 
 USEFUL_BYTES = 8  # per element: x read once, out written once, what every variant's GB/s is counted on (study.py)
 # The demo's rows unless --size says otherwise: 32768 x 1024 floats is 128 MiB of x, twice the H200's L2, so the
@@ -42,7 +43,7 @@ def narrate(records: list[dict], run: DemoRun) -> str:
 def benchmark_table(doc: dict) -> str:
     """The study's results (`kernels-lab bench layernorm`): every variant and torch at each shape, in GB/s of useful
     traffic (one read + one write of x) and as a share of the copy ceiling measured in the same run."""
-    doc = as_before(doc)  # a study's records, or the committed file's older kind
+    doc = as_before(named_today(doc))  # a study's records (an older run's lines under today's names)
     ceiling = doc["meta"]["ceiling_GBs"]
     names = list(dict.fromkeys(r["variant"] for r in doc["records"]))
     return "\n".join([f"GB/s of useful traffic (x read once, out written once) and share of the {ceiling:.0f} GB/s "

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...profile.plots import plt, save, source_note, style
 from ...profile.study import as_before
+from .study import named_today
 
 COLORS = {"unfused": "#d62728", "fused": "#1f77b4", "persistent": "#2ca02c", "cluster": "#9467bd",
           "v1": "#e3d7ee", "v2": "#c5b0d5", "v3": "#7f7f7f", "v4": "#8c564b", "v5": "#c49c94", "v8": "#ff7f0e",
@@ -22,7 +23,7 @@ COLORS = {"unfused": "#d62728", "fused": "#1f77b4", "persistent": "#2ca02c", "cl
 
 
 def shapes_figure(doc: dict[str, Any], out: Path, stem: str) -> list[Path]:
-    doc = as_before(doc)
+    doc = as_before(named_today(doc))  # an older run's lines under today's names
     records, meta = doc["records"], doc["meta"]
     shapes: dict[tuple[int, int], dict[str, dict]] = {}
     for r in records:
