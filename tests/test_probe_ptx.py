@@ -9,7 +9,8 @@ import pytest
 from numba import types
 
 from kernels_lab import capabilities
-from kernels_lab.grading.probe_ptx import Probe, compile_probes, portable, rebuild, rejection, where_not_compiled
+from kernels_lab.grading.probe_ptx import (Probe, compile_probes, launch_failure, portable, rebuild, rejection,
+                                          where_not_compiled)
 from kernels_lab.runtime import ON_SIMULATOR, cuda
 from kernels_lab.topics.layernorm.welford import merge_kernel
 
@@ -124,3 +125,16 @@ def test_the_compilers_process_starts_as_the_grader_started(monkeypatch):
     monkeypatch.setattr(sys, "executable", "/bin/true")  # a submission's doing, in the grader's child
     monkeypatch.setenv("PYTHONHOME", "/nonexistent")
     assert compile_probes(_probe(LIST))["merge"]["status"] == "rejected"
+
+
+def test_a_gpu_launch_numba_refuses_is_worded_as_the_gates_refusal():
+    from numba.core.errors import NumbaError
+    # a GPU's launch error as the H100 gave it (figures/data/grades_welford_study_gpu_h100.txt): terminal colours
+    raw = ("Failed in cuda mode pipeline (step: nopython frontend)\n\x1b[1m\x1b[1mFailed in cuda mode pipeline (step: "
+           "cuda native lowering)\n\x1b[1mNRT required but not enabled\x1b[0m\n\x1b[1mDuring: lowering \"$42build_list"
+           ".3 = build_list(items=[Var($binop_sub38.2, <submission>:7)])\" at <submission> (7)\x1b[0m")
+    got = launch_failure(NumbaError(raw))
+    assert got["rejected"] and "\x1b" not in got["error"], got
+    assert "NRT required" in got["error"] and "cuda.local.array" in got["error"]  # the hint the simulator's gate gives
+    other = launch_failure(ZeroDivisionError("float division by zero\nsecond line"))
+    assert other == {"error": "ZeroDivisionError: float division by zero", "rejected": False}

@@ -11,13 +11,13 @@ from typing import Any
 
 from .child import defined_outside_kernels_lab, entry_problem, forbidden_import
 from .exercises import get_exercise
-from .probe_ptx import (Probe, compile_probes, not_compiled, portable, rebuild, refusal, refused, rejection,
-                        where_not_compiled)
+from .probe_ptx import (Probe, compile_probes, launch_failure, not_compiled, portable, rebuild, refusal, refused,
+                        rejection, where_not_compiled)
 from .ptx import Instr, Listing, first_load_before, listing
 
 __all__ = ["Instr", "Listing", "Probe", "compile_probes", "defined_outside_kernels_lab", "entry_problem",
-           "first_load_before", "forbidden_import", "get_exercise", "grade", "listing", "not_compiled", "portable",
-           "rebuild", "refusal", "refused", "rejection", "where_not_compiled"]
+           "first_load_before", "forbidden_import", "get_exercise", "grade", "launch_failure", "listing",
+           "not_compiled", "portable", "rebuild", "refusal", "refused", "rejection", "where_not_compiled"]
 
 
 def grade(*args: Any, **kwargs: Any) -> Any:

@@ -202,6 +202,18 @@ def refusal(ran: dict[str, Any], runs: Iterable[Any], what: str) -> str | None:
     return None if failed is None else f"numba's compiler rejects {what}: {failed['error']}"
 
 
+def launch_failure(e: BaseException) -> dict[str, Any]:
+    """A judge's probe launch that raised, as its run records it: numba's compiler refusing the student's function
+    (a GPU compiles at the first launch) in compiler_message's words, the same as the simulator's gate gives
+    (no terminal colours, the line that names the problem, a hint); anything else, its first line."""
+    from numba.core.errors import NumbaError
+    from .compile_gate import compiler_message
+    if isinstance(e, NumbaError):
+        return {"error": compiler_message(e), "rejected": True}
+    first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+    return {"error": f"{type(e).__name__}: {first}", "rejected": False}
+
+
 def refused(checks: Iterable[str], words: str, what: str) -> list[tuple[str, bool, str]]:
     """Every check failed by numba's refusal: its words once, under the first check."""
     return [(c, False, words if i == 0 else f"numba's compiler rejected {what} (above)")

@@ -174,9 +174,9 @@ for (rows, cols), got in shapes.items():
 # built for (the section on v8 below prints a later cluster version passing it at two of them, and
 # torch's eager kernel at 1000 columns). The kernel was written in numbered versions
 # (`kernels_lab/topics/layernorm/cluster.py`, the versions side by side), and the study times them beside the
-# registered `cluster`, which runs the ninth (v9, the section on v8 and v9 below). This section follows the
-# first three; the runs made before v9 was registered (2026-12-08) called v3 `cluster`, and the lesson reads
-# every file under today's names:
+# registered `cluster`, which runs the ninth (the section on the tests' cost below). This section follows the
+# first three; the runs made before the ninth was registered (2026-12-08) called the third `cluster`, and the
+# lesson reads every file under today's names:
 # - `v1` computes the mean, exchanges the k block sums through DSMEM, waits at a cluster barrier, then the
 #   squared deviations, a second exchange and barrier, and stores one float at a time;
 # - `v2` is v1 with 16-byte stores and 16-byte loads of gamma and beta;

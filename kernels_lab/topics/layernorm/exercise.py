@@ -106,11 +106,11 @@ def _nan(got: np.ndarray) -> bool:
 def _attempt(run: Any, *args: Any) -> Any:
     """run(*args) as a plain list, or {"error": what it raised} (the simulator raises where a GPU gives NaN:
     math.sqrt of a negative variance)."""
-    from numba.core.errors import NumbaError  # numba's compiler refused the kernel with the combine in it (a GPU)
+    from ...grading.api import launch_failure  # numba's compiler refusing the combine on a GPU, worded as the gate's
     try:
         return run(*args).tolist()
     except Exception as e:  # noqa: BLE001  (a student's function: its failure is a graded outcome)
-        return {"error": f"{type(e).__name__}: {str(e)[:300]}", "rejected": isinstance(e, NumbaError)}
+        return launch_failure(e)
 
 
 def _error(error: str) -> str:

@@ -114,10 +114,9 @@ def _launch(combine: Any, k: int, seed: int, run: str) -> dict[str, Any]:
             launch()
             _synchronize()
     except Exception as e:  # noqa: BLE001  (the student's code raised: judged, never the grader's failure)
-        from numba.core.errors import NumbaError  # numba's compiler refused the probe with the combine in it
-        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        first = re.sub(r"tid=\[[^]]*\] ctaid=\[[^]]*\]: ", "", first)  # the simulator names the thread: not the outcome
-        return {"k": k, "error": f"{type(e).__name__}: {first}", "rejected": isinstance(e, NumbaError)}
+        from ...grading.api import launch_failure
+        failed = launch_failure(e)  # the simulator names the thread, which is not the outcome
+        return {"k": k, **failed, "error": re.sub(r"tid=\[[^]]*\] ctaid=\[[^]]*\]: ", "", failed["error"])}
     return {"k": k, "m": out_m.copy_to_host().reshape(2 * k, THREADS).tolist(),
             "d": out_d.copy_to_host().reshape(2 * k, THREADS).tolist()}
 
