@@ -2,6 +2,7 @@
 inside a judge's probe kernel and compiled by numba's real compiler: the compile gate of every data exercise."""
 
 import math
+import subprocess
 import sys
 
 import numpy as np
@@ -138,3 +139,10 @@ def test_a_gpu_launch_numba_refuses_is_worded_as_the_gates_refusal():
     assert "NRT required" in got["error"] and "cuda.local.array" in got["error"]  # the hint the simulator's gate gives
     other = launch_failure(ZeroDivisionError("float division by zero\nsecond line"))
     assert other == {"error": "ZeroDivisionError: float division by zero", "rejected": False}
+
+
+@needs_compiler
+def test_a_job_compiled_once_is_answered_again_without_a_child(monkeypatch):
+    first = compile_probes(_probe(LIST))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("a second child for the same job"))
+    assert compile_probes(_probe(LIST)) == first
