@@ -16,7 +16,7 @@ from ...profile.study import as_before
 from .study import named_today
 
 COLORS = {"unfused": "#d62728", "fused": "#1f77b4", "persistent": "#2ca02c", "cluster": "#9467bd",
-          "v1": "#e3d7ee", "v2": "#c5b0d5", "v3": "#7f7f7f", "v4": "#8c564b", "v5": "#c49c94", "v8": "#ff7f0e",
+          "v1": "#e3d7ee", "v2": "#c5b0d5", "v3": "#5b2c83", "v4": "#8c564b", "v5": "#c49c94", "v8": "#ff7f0e",
           "v9": "#bcbd22",
           "v10": "#17becf", "v11": "#e377c2",
           "torch.layer_norm": "#333333", "torch.compile": "#999999"}
