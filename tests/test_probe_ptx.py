@@ -146,3 +146,11 @@ def test_a_job_compiled_once_is_answered_again_without_a_child(monkeypatch):
     first = compile_probes(_probe(LIST))
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("a second child for the same job"))
     assert compile_probes(_probe(LIST)) == first
+
+
+@needs_compiler
+def test_a_refusal_quotes_the_students_line_from_the_source_the_grading_child_holds(monkeypatch):
+    import linecache
+    monkeypatch.setitem(linecache.cache, "<submission>", (len(LIST), None, LIST.splitlines(True), "<submission>"))
+    got = compile_probes(_probe(LIST + "\n"))["merge"]  # a job of its own (the cache holds LIST's)
+    assert got["status"] == "rejected" and "box = [ma, mb]" in got["message"], got

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dis
 import json
+import linecache
 import os
 import sys
 import threading
@@ -341,6 +342,8 @@ def main(job_path: str, report_path: str, progress_path: str | None = None) -> i
     module = types.ModuleType("submission")
     module.__dict__.update({"cuda": cuda, "np": np, "numpy": np, "math": __import__("math")})
     sys.modules["submission"] = module
+    # its lines for numba's errors and tracebacks (here and in the data gate's compiler): not a file on disk
+    linecache.cache[SUBMISSION_FILE] = (len(job["source"]), None, job["source"].splitlines(True), SUBMISSION_FILE)
     progress("import")
     try:
         exec(compile(job["source"], SUBMISSION_FILE, "exec"), module.__dict__)

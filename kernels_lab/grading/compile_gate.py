@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import json
+import linecache
 import os
 import re
 import sys
@@ -235,6 +236,7 @@ def is_environmental(e: BaseException) -> bool:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_LOWERING_AT = re.compile(r"\bat (\S+) \((\d+)\)$")
 _CAUSES = ("No implementation of function", "Unknown attribute", "Untyped global name", "NameError",
            "Cannot determine Numba type", "Use of unsupported", "Invalid use of", "is not supported",
            "has no attribute", "Cannot unify", "Can't unify", "unsupported")
@@ -256,6 +258,10 @@ def compiler_message(e: BaseException, skip_file: str = "") -> str:
             source = next((s.strip() for s in lines[i + 1:] if s.strip() and s.strip() != "<source elided>"), "")
             missing = source.startswith("<source missing")  # code rebuilt from data: numba has no text of it
             said.append(f"at {ln.strip().rstrip(':')}" + ("" if missing else f": {source}"))
+    at = next((m for m in map(_LOWERING_AT.search, text) if m and (not skip_file or skip_file not in m[1])), None)
+    if at and not any(s.startswith("at ") for s in said):  # a lowering error (NRT's) names its place only so
+        source = linecache.getline(at[1], int(at[2])).strip()
+        said.append(f'at File "{at[1]}", line {at[2]}' + (f": {source}" if source else ""))
     if "yield in a closure" in cause:
         said.append("a list comprehension or generator expression: CUDA code has neither; loop with range and keep "
                     "the values in scalars")

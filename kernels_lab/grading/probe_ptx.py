@@ -28,6 +28,7 @@ import builtins
 import dis
 import importlib
 import json
+import linecache
 import marshal
 import os
 import pickle
@@ -152,7 +153,8 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
         return {name: {"status": status, "message": message} for name in probes}
     try:
         sent = {name: {"factory": (p.factory.__module__, p.factory.__name__),
-                       "functions": [portable(f) for f in p.functions], "options": p.options, "cc": p.cc}
+                       "functions": [portable(f) for f in p.functions], "options": p.options, "cc": p.cc,
+                       "sources": _sources(p.functions)}
                 for name, p in probes.items()}
     except ValueError as e:  # a recursive device function, a value no device function can use
         return each("rejected", str(e))
@@ -182,6 +184,13 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
         return each("rejected", f"the compiler's process could not start from your submission's process {said}. If "
                                 f"your code changes no limits of its process, this is the grading machine's "
                                 f"problem: tell your instructor (kernels-lab doctor)")
+
+
+def _sources(functions: Iterable[Any]) -> dict[str, str]:
+    """The text of the files the functions come from, as this process's linecache holds it ("<submission>": the
+    grading child puts it there), so that numba's errors in the compiler's process quote the student's line."""
+    files = {f.py_func.__code__.co_filename for f in functions}  # portable has made sure they are dispatchers
+    return {path: "".join(linecache.getlines(path)) for path in sorted(files) if linecache.getlines(path)}
 
 
 def where_not_compiled(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
@@ -255,6 +264,8 @@ def _child() -> None:
     print(READY, flush=True)
     out = {}
     for name, p in job.items():
+        for path, text in p["sources"].items():  # numba reads a function's lines from linecache
+            linecache.cache[path] = (len(text), None, text.splitlines(True), path)
         factory = getattr(importlib.import_module(p["factory"][0]), p["factory"][1])
         cc = max(target_cc(), tuple(p["cc"])) if p["cc"] else target_cc()
         try:
