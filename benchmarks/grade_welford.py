@@ -64,13 +64,15 @@ def as_text(doc: dict) -> str:
     head = [f"# command: {m['command']}", f"# device: {m['device']}; date {m['date']}; "
             + ", ".join(f"{k} {v}" for k, v in m["versions"].items())]
     words = [f"{r['submission']}: {r['score']:g} ({r['outcome']})\n" + "\n".join(
-        f"  {check} ({r['got'].get(check, 0):g}, expected {r['expected'][check]:g}): {said}" for check, said in
-        r["feedback"].items()) for r in doc["records"]]
+        f"  {check} ({r['got'].get(check, 0):g}, expected {r['expected'].get(check, 0):g}): {said}"
+        for check, said in r["feedback"].items()) for r in doc["records"]]
     return "\n".join(head + ["", table(doc["records"]), ""] + words) + "\n"
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--text":  # a run's JSON as the text figures/data/ keeps
+    if sys.argv[1:2] == ["--text"]:  # a run's JSON as the text figures/data/ keeps
+        if len(sys.argv) != 3:
+            sys.exit("usage: grade_welford.py --text OUT_DIR/grades_welford.json")
         sys.exit(print(as_text(json.loads(Path(sys.argv[2]).read_text())), end=""))
     if len(sys.argv) != 2:
         sys.exit("usage: grade_welford.py OUT_DIR  |  grade_welford.py --text OUT_DIR/grades_welford.json")

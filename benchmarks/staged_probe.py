@@ -50,7 +50,8 @@ def main(out: str, which: str) -> None:
     shapes = ((4096, 32768), (8192, 50257), (4096, 131072)) if which == "softmax" else \
         ((2048, 32768), (1024, 65536), (512, 131072))
     extra = variants(variant, bind)
-    lines = ("cluster", first) + tuple(line.name for line in extra) + ("torch.compile",)
+    base = ("cluster",) if which == "softmax" else ("cluster", "v3")  # layernorm's v6 is v3's code, staged
+    lines = base + (first,) + tuple(line.name for line in extra) + ("torch.compile",)
     probe = dataclasses.replace(study, versions=study.versions + extra, reps=10, groups=(
         Group("probe", tuple(study.workload.size(rows=r, cols=c) for r, c in shapes), lines=lines),))
     run_study(probe, f"{out}/{which}_staged.json", command=f"python3 benchmarks/staged_probe.py OUT {which}")

@@ -221,7 +221,9 @@ kernels = [(cp.ranks_kernel, (f32,)), (cp.dynamic_kernel, (f32, types.int64)),
             (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32)),
            (sst.softmax_staged_kernel(cl.ClusterShape(4, 128, 4)), (f32, f32, types.int64, types.int64, types.int64)),
            (sst.softmax_staged_kernel(cl.ClusterShape(4, 128, 4), 2, True),
-            (f32, f32, types.int64, types.int64, types.int64))]
+            (f32, f32, types.int64, types.int64, types.int64)),
+           (lcl.cluster_kernel(cl.ClusterShape(4, 128, 4)),  # the registered `cluster` (v9: the warp's vote)
+            (f32, f32, f32, f32, types.int64, types.int64, types.int64, types.float32))]
 for i, (k, sig) in enumerate(kernels):
     ptx = compile_ptx(k.py_func, sig, cc=(9, 0))
     open(sys.argv[1] + f"/k{i}.ptx", "w").write(ptx)
@@ -237,12 +239,13 @@ def test_the_intrinsics_compile_for_sm90_and_assemble(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(KERNELS_LAB_BACKEND="ptx", PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, "-c", PTX_CHILD, str(tmp_path)], check=True, env=env, timeout=300)
-    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(10)]
+    texts = [(tmp_path / f"k{i}.ptx").read_text() for i in range(11)]
     for needed in ("%cluster_ctarank", "%cluster_nctarank", "%clusterid.x", "mapa.shared::cluster.u32",
                    "ld.shared::cluster.f32", "st.shared::cluster.f32", "barrier.cluster.arrive.release",
                    "barrier.cluster.wait.acquire"):
         assert needed in texts[0], needed
-    for text in texts[2:]:  # the softmax, cross-entropy and layernorm (v1, v3) kernels
+    assert "vote.sync.all.pred" in texts[10]  # v9's vote: a warp takes the test-free path or none of it
+    for text in texts[2:]:  # the softmax, cross-entropy and layernorm (v1, v3, v9) kernels
         assert "st.shared::cluster.f32" in text and "barrier.cluster.wait.acquire" in text
     for text, wait in zip(texts[6:], ("wait_group 1", "wait_group 2", "wait_group 1", "wait_group 1")):
         for needed in ("cp.async.cg.shared.global", "cp.async.commit_group", f"cp.async.{wait};", "ld.shared.v4.f32"):
@@ -391,9 +394,10 @@ def test_cluster_cross_entropy_matches_float64(rows, cols, clusters_, rng):
 # -- the cluster layernorm ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("what,rows,cols,slices,clusters_,version", [
-    ("the width's layout (several blocks a row on the simulator), odd width, a cluster per row", 3, 203, None, None, 3),
+    ("the registered kernel (v9) at the width's layout (several blocks a row on the simulator), odd width, a "
+     "cluster per row", 3, 203, None, None, 9),
     ("3 blocks, 2 clusters striding over 5 rows (each statistic's slot reused)", 5, 131, 3, 2, 3),
-    ("4 blocks, the last with no columns of the row", 2, 17, 4, None, 3),
+    ("v9, 4 blocks, the last with no columns of the row", 2, 17, 4, None, 9),
     ("2 blocks, 4 chunks a thread (the GPU layouts' loop over chunks), rows not 16-byte aligned", 3, 1003, 2, None, 3),
     ("the study's v1: 3 blocks, 2 clusters, 5 rows", 5, 131, 3, 2, 1),
     ("the study's v2: 3 blocks, 2 clusters, 5 rows", 5, 131, 3, 2, 2),

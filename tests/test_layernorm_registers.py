@@ -43,9 +43,9 @@ from kernels_lab.topics.layernorm.study import LONG, SHAPES
 kernels = [(s.cols, v, k.py_func.__name__, block) for s in SHAPES + LONG
            for v, k, block, _, _ in R.kernels_at(s.cols, staged=s in LONG)]
 _, k, block, _, _ = next(v for v in R.kernels_at(8192) if v[0] == "persistent")
-_, v3, v3_block, _, _ = next(v for v in R.kernels_at(32768) if v[0] == "cluster")  # its launch bound asks 2 blocks
+_, cl, cl_block, _, _ = next(v for v in R.kernels_at(32768) if v[0] == "cluster")  # its launch bound asks 2 blocks
 print(json.dumps({"kernels": kernels, "registers": R.usage(k, block)["registers"],
-                  "cluster": R.usage(v3, v3_block)}))
+                  "cluster": R.usage(cl, cl_block)}))
 """
 
 

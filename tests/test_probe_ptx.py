@@ -134,10 +134,10 @@ def test_a_gpu_launch_numba_refuses_is_worded_as_the_gates_refusal():
     raw = ("Failed in cuda mode pipeline (step: nopython frontend)\n\x1b[1m\x1b[1mFailed in cuda mode pipeline (step: "
            "cuda native lowering)\n\x1b[1mNRT required but not enabled\x1b[0m\n\x1b[1mDuring: lowering \"$42build_list"
            ".3 = build_list(items=[Var($binop_sub38.2, <submission>:7)])\" at <submission> (7)\x1b[0m")
-    got = launch_failure(NumbaError(raw))
+    got = launch_failure(NumbaError(raw), "welford.py")
     assert got["rejected"] and "\x1b" not in got["error"], got
     assert "NRT required" in got["error"] and "cuda.local.array" in got["error"]  # the hint the simulator's gate gives
-    other = launch_failure(ZeroDivisionError("float division by zero\nsecond line"))
+    other = launch_failure(ZeroDivisionError("float division by zero\nsecond line"), "welford.py")
     assert other == {"error": "ZeroDivisionError: float division by zero", "rejected": False}
 
 
@@ -154,3 +154,38 @@ def test_a_refusal_quotes_the_students_line_from_the_source_the_grading_child_ho
     monkeypatch.setitem(linecache.cache, "<submission>", (len(LIST), None, LIST.splitlines(True), "<submission>"))
     got = compile_probes(_probe(LIST + "\n"))["merge"]  # a job of its own (the cache holds LIST's)
     assert got["status"] == "rejected" and "box = [ma, mb]" in got["message"], got
+
+
+@pytest.fixture(autouse=True)
+def _no_answer_from_an_earlier_test(monkeypatch):
+    """Each test's jobs go to a child of their own: the per-process cache starts empty."""
+    import kernels_lab.grading.probe_ptx as pp
+    monkeypatch.setattr(pp, "_COMPILED", {})
+
+
+SUBCLASS_FORGES = HELPER.replace("HALF = np.float32(0.5)", """import os
+
+
+class Half(float):  # a float to an isinstance test: were it pickled, its __reduce__ would run in the compiler
+    def __reduce__(self):
+        return (os._exit, (3,))
+
+
+HALF = Half(0.5)""")
+
+
+@pytest.mark.parametrize("source", [SUBCLASS_FORGES, SUBCLASS_FORGES.replace("(float)", "(int)").replace("0.5", "1"),
+                                    SUBCLASS_FORGES.replace("(float)", "(tuple)").replace("Half(0.5)", "Half((1,))")])
+def test_a_subclass_of_a_number_is_refused_never_pickled(source):
+    with pytest.raises(ValueError, match="uses a Half"):
+        portable(_combine(source))
+
+
+@needs_compiler
+def test_the_compilers_process_builds_numbas_types_and_nothing_else():
+    import pickle
+    from kernels_lab.grading.probe_ptx import _GradersData
+    import io
+    with pytest.raises(pickle.UnpicklingError, match="only numba's types"):
+        _GradersData(io.BytesIO(pickle.dumps({"merge": {"x": print}}))).load()
+    assert _GradersData(io.BytesIO(pickle.dumps(PARTIALS))).load() == PARTIALS

@@ -82,11 +82,13 @@ def portable(fn: Any, calling: tuple[int, ...] = ()) -> dict[str, Any]:
                   if not isinstance(v, (*_DATA, np.generic, np.ndarray, tuple))}  # data is sent as data
 
     def value(v: Any) -> tuple:
-        if isinstance(v, _DATA):
+        # exact types only: a subclass's own __reduce__ would run in the compiler's process when the job is read
+        if type(v) in _DATA:
             return ("data", v)
-        if isinstance(v, (np.generic, np.ndarray)) and v.dtype.kind in "biufc":
+        if (type(v) is np.ndarray or isinstance(v, np.generic) and type(v).__module__ == "numpy") \
+                and v.dtype.kind in "biufc":
             return ("array", v.dtype.str, v.shape, np.ascontiguousarray(v).tobytes(), isinstance(v, np.generic))
-        if isinstance(v, tuple):
+        if type(v) is tuple:
             return ("tuple", [value(x) for x in v])
         if id(v) in handed_out:
             return ("attr", *handed_out[id(v)])
@@ -172,7 +174,8 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
     lines = proc.stdout.decode().strip().splitlines()
     try:
         found = json.loads(lines[-1])
-        _COMPILED[seen] = lines[-1]
+        if all(got["status"] != "environment" for got in found.values()):  # a broken toolchain is asked again
+            _COMPILED[seen] = lines[-1]
         return found
     except (ValueError, IndexError):
         said = f"(exit code {proc.returncode}): {proc.stderr.decode()[-400:]}"
@@ -222,14 +225,15 @@ def refusal(ran: dict[str, Any], runs: Iterable[Any], what: str) -> str | None:
     return None if failed is None else f"numba's compiler rejects {what}: {failed['error']}"
 
 
-def launch_failure(e: BaseException) -> dict[str, Any]:
+def launch_failure(e: BaseException, probe_file: str) -> dict[str, Any]:
     """A judge's probe launch that raised, as its run records it: numba's compiler refusing the student's function
     (a GPU compiles at the first launch) in compiler_message's words, the same as the simulator's gate gives
-    (no terminal colours, the line that names the problem, a hint); anything else, its first line."""
+    (no terminal colours, the line that names the problem, a hint; no line of probe_file, the judge's probe);
+    anything else, its first line."""
     from numba.core.errors import NumbaError
     from .compile_gate import compiler_message
     if isinstance(e, NumbaError):
-        return {"error": compiler_message(e), "rejected": True}
+        return {"error": compiler_message(e, skip_file=os.path.basename(probe_file)), "rejected": True}
     first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
     return {"error": f"{type(e).__name__}: {first}", "rejected": False}
 
@@ -247,6 +251,15 @@ def not_compiled(compiled: dict[str, dict[str, str]]) -> str:
                                    f"refuse, so a GPU may grade it lower; instructors: kernels-lab doctor)")
 
 
+class _GradersData(pickle.Unpickler):
+    """The job's reader: builds numba's types and nothing else (portable sends values as data, never objects)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.startswith("numba.") or (module, name) in (("copyreg", "_reconstructor"), ("builtins", "object")):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"the compiler's job holds {module}.{name}: only numba's types are sent")
+
+
 def _child() -> None:
     """The job on stdin; on stdout, as JSON, each probe: {"status": compiled | rejected | environment, ...}. A
     kernel of the grader's own compiles first: if it does not, the toolchain is broken here ("environment"), and
@@ -254,7 +267,7 @@ def _child() -> None:
     from ..capabilities import compile_ptx
     from .compile_gate import compile_known_good, compiler_message, target_cc
     warnings.simplefilter("ignore")
-    job = pickle.loads(sys.stdin.buffer.read())  # the grader's data: the functions as `portable` made them
+    job = _GradersData(sys.stdin.buffer).load()  # the functions as `portable` made them, and numba's types
     try:
         compile_known_good()
     except Exception as e:  # noqa: BLE001  (no code of the submission's has been read yet)

@@ -151,8 +151,8 @@ def committed(name):
 res = committed("layernorm_h100.json")
 ceiling = res["meta"]["ceiling_GBs"]
 shapes = shapes_of(res)
-names = [n for n in ("unfused", "fused", "persistent", "cluster", "v1", "v2", "torch.layer_norm", "torch.compile")
-         if any(n in got for got in shapes.values())]
+names = [n for n in ("unfused", "fused", "persistent", "cluster", "v1", "v2", "v3", "torch.layer_norm",
+                     "torch.compile") if any(n in got for got in shapes.values())]
 print(f"{res['meta']['device']}, {res['meta']['date'][:10]}, copy ceiling {ceiling:.0f} GB/s "
       f"(measured by `{res['meta']['command']}`)\n")
 print(f"{'rows x cols':<14}" + "".join(f"{n:>17}" for n in names) + "   (GB/s, share of the ceiling)")
@@ -170,9 +170,10 @@ for (rows, cols), got in shapes.items():
 # `cluster` spreads each row over a thread-block cluster that meets in distributed shared memory (lesson 04's
 # layout for long rows). It is meant for rows one block cannot hold (past `MAX_COLS` in
 # `kernels_lab/topics/layernorm/workload.py`): the last three rows of the table (the study's `long` group),
-# where only it, `unfused` and torch run. The first four shapes, which one block holds, are what `fused` is
-# built for (the section on v8 below prints a later cluster version passing it at two of them, and
-# torch's eager kernel at 1000 columns). The kernel was written in numbered versions
+# where only it, its numbered versions, `unfused` and torch run (this run is older than the ninth version's
+# registration, so it has no `cluster` column: its cluster kernels are the versions). The first four shapes,
+# which one block holds, are what `fused` is built for (the section on v8 below prints a later cluster version
+# passing it at two of them, and torch's eager kernel at 1000 columns). The kernel was written in numbered versions
 # (`kernels_lab/topics/layernorm/cluster.py`, the versions side by side), and the study times them beside the
 # registered `cluster`, which runs the ninth (the section on the tests' cost below). This section follows the
 # first three; the runs made before the ninth was registered (2026-12-08) called the third `cluster`, and the
@@ -220,9 +221,9 @@ for got in long_rows(shapes, ("v1", "v2", "v3", "unfused", "torch.layer_norm", "
 # LaunchStats --section MemoryWorkloadAnalysis`; the command is in each file's first line): at 8192 columns
 # `fused` beside the cluster versions, at 32768 the three kernels of `unfused` beside them (a kernel's name
 # says its layout: `cluster2_512x8` is 2 blocks a row of 512 threads holding 8 vectors of 4 floats each; the
-# name ends in `_v3` for v3, `_v2` for v2 and nothing for v1; the registered `cluster` ends in `_v9`). The last two columns: the local-memory
-# (spill) requests, and the 32-byte sectors that entered L2's write path (ncu's *L2 Compression Input
-# Sectors*) per sector of the output: 1.0 is every sector written once.
+# name ends in `_v3` for v3, `_v2` for v2 and nothing for v1; the registered `cluster` ends in `_v9`). The last
+# two columns: the local-memory (spill) requests, and the 32-byte sectors that entered L2's write path (ncu's
+# *L2 Compression Input Sectors*) per sector of the output: 1.0 is every sector written once.
 
 # %%
 def profile_table(gpu):
@@ -415,10 +416,10 @@ scheduler_table(("ncu_layernorm_v8_2048x32768_h100.csv", "ncu_layernorm_v8_8192x
 # way: at 1000 columns a row is 250 vectors, a block of 32 threads holds 8 each, and
 # lanes 26 to 31 reach past the row: the warp's lanes take different paths, and a warp that diverges runs
 # both paths one after the other. `v9`, the registered `cluster` today (the tables' `cluster` column), decides a
-# warp at a time instead (`cuda.all_sync`: the fast path only if all 32 lanes can take it), so no warp runs both; softmax's cluster kernel with the same path is lesson
-# 04's study line v22 (`kernels-lab bench softmax --group whole`). Both versions on an H200, in a run of the
-# same study that its time limit cut before the 131072-column shape, with fewer repetitions than the
-# study's (the header says how many):
+# warp at a time instead (`cuda.all_sync`: the fast path only if all 32 lanes can take it), so no warp runs
+# both; softmax's cluster kernel with the same path is lesson 04's study line v22 (`kernels-lab bench softmax
+# --group whole`). Both versions on an H200, in a run of the same study that its time limit cut before the
+# 131072-column shape, with fewer repetitions than the study's (the header says how many):
 
 # %%
 versions_table("layernorm_v9_h200.json")
@@ -565,7 +566,8 @@ scheduler_table(("ncu_layernorm_onchip_2048x32768_h100.csv",))
 # table; v11 is `..._v10_r1024` there), shows the instruction side of it: v10 and v11 issue as many
 # instructions a scheduler-cycle as v3 does, where v9 issues far fewer for the same bytes, since each thread
 # does its share of a row's fixed work (the block's reduction, the exchange, the barrier, the vote) for half
-# as many bytes. v10's 40 registers spill as v3's did (the spill column), where v11 and v9 spill nothing, and
+# as many bytes. v10's 40 registers spill as v3's did (the spill column), where v11 and v9 make no spill
+# request in this profile (ptxas keeps 4 bytes of v9's in local memory at the long rows, the register table), and
 # v10's higher occupancy did not make up for any of it.
 #
 # Why not v9's own layout with the weights on chip? Arithmetic, no GPU needed: a block's slice of gamma and beta

@@ -1,7 +1,8 @@
 """Layernorm's study (`kernels-lab bench layernorm`): every variant and the cluster kernel's numbered versions
-(v1 to v5, v8: cluster.py; v10, v11: onchip.py; `cluster` is v9) at four shapes against torch's F.layer_norm, eager
-and torch.compile'd, beside the copy ceiling; (group `long`) the rows past fused's MAX_COLS, where only `unfused` and the cluster
-kernels run; (group `staged`) the same rows for staged.py's v6 and v7 beside `cluster`. Lesson 08 and
+(v1 to v5, v8: cluster.py; v10, v11: onchip.py; `cluster` is v9) at four shapes against torch's F.layer_norm,
+eager and torch.compile'd, beside the copy ceiling; (group `long`) the rows past fused's MAX_COLS, where only
+`unfused` and the cluster kernels run; (group `staged`) the same rows for staged.py's v6 and v7 beside `cluster`
+and v3, their code. Lesson 08 and
 figures/layernorm_{h100,h200}_shapes.png quote it. Useful bytes: one read and one write of x (8 per element, for
 every line and anchor: gamma and beta are 2 x cols floats, noise at these shapes)."""
 
@@ -21,7 +22,7 @@ SHAPES = tuple(W.size(rows=r, cols=c) for r, c in ((65536, 1024), (16384, 4096),
 LONG = tuple(W.size(rows=r, cols=c) for r, c in ((2048, 32768), (1024, 65536), (512, 131072)))
 VERSIONS = ("v1", "v2", "v3", "v4", "v5", "v8", "v10", "v11")  # the cluster kernel's, beside `cluster` (v9)
 LONG_LINES = ("unfused", "cluster") + VERSIONS + ("torch.layer_norm", "torch.compile")
-STAGED_LINES = ("cluster", "v6", "v7", "torch.layer_norm", "torch.compile")  # staged.py's kernels, not `shapes`
+STAGED_LINES = ("cluster", "v3", "v6", "v7", "torch.layer_norm", "torch.compile")  # staged.py's (v3's code)
 SHAPES_LINES = tuple(W.variants) + VERSIONS + ("torch.layer_norm", "torch.compile")
 CHECK_ROWS = 67  # odd: a row-per-warp layout's last block is partly idle
 
@@ -61,8 +62,8 @@ STUDY = Study(
 )
 
 
-V9_REGISTERED = "2026-12-08T00:55"  # commit 0af25b5: `cluster` runs v9; the runs before it call v3 `cluster`
-RENAMED = {"cluster": ("v3", False), "v9": ("cluster", True)}  # a line then: (its name today, registered)
+V9_REGISTERED = "2026-12-08T00:55"  # commit 0682f64: `cluster` runs v9; the runs before it call v3 `cluster`
+RENAMED = {"cluster": ("v3", "cluster_v3", False), "v9": ("cluster", "cluster", True)}  # (line, variant, registered)
 
 
 def named_today(doc: dict[str, Any]) -> dict[str, Any]:
@@ -71,5 +72,5 @@ def named_today(doc: dict[str, Any]) -> dict[str, Any]:
     returned as they are."""
     if doc["meta"].get("study") != "layernorm" or doc["meta"].get("date", "") >= V9_REGISTERED:
         return doc
-    return {**doc, "records": [{**r, "line": RENAMED[r["line"]][0], "registered": RENAMED[r["line"]][1]}
+    return {**doc, "records": [{**r, **dict(zip(("line", "variant", "registered"), RENAMED[r["line"]]))}
                                if r.get("line") in RENAMED else r for r in doc["records"]]}

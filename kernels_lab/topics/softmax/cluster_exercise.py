@@ -115,7 +115,7 @@ def _launch(combine: Any, k: int, seed: int, run: str) -> dict[str, Any]:
             _synchronize()
     except Exception as e:  # noqa: BLE001  (the student's code raised: judged, never the grader's failure)
         from ...grading.api import launch_failure
-        failed = launch_failure(e)  # the simulator names the thread, which is not the outcome
+        failed = launch_failure(e, __file__)  # the simulator names the thread, which is not the outcome
         return {"k": k, **failed, "error": re.sub(r"tid=\[[^]]*\] ctaid=\[[^]]*\]: ", "", failed["error"])}
     return {"k": k, "m": out_m.copy_to_host().reshape(2 * k, THREADS).tolist(),
             "d": out_d.copy_to_host().reshape(2 * k, THREADS).tolist()}
