@@ -21,7 +21,6 @@ from kernels_lab.arrays import poisoned, to_device
 from kernels_lab.instrument.launch_hook import count_launches
 from kernels_lab.profile.measure import trace_if_simulated
 from kernels_lab.runtime import cuda
-from kernels_lab.topics.layernorm.study import named_today
 print(lessons.setup())
 
 # %% [markdown]
@@ -140,6 +139,9 @@ def shapes_of(run):
     for r in run["records"]:
         found.setdefault((r["size"]["rows"], r["size"]["cols"]), {})[r["line"]] = r
     return found
+
+
+from kernels_lab.topics.layernorm.study import named_today
 
 
 def committed(name):
