@@ -141,6 +141,11 @@ def rebuild(d: dict[str, Any]) -> Any:
     return cuda.jit(device=True)(fn)
 
 
+def _every(names: Iterable[str], status: str, message: str) -> dict[str, dict[str, str]]:
+    """One answer for every probe (a job that failed as a whole)."""
+    return {name: {"status": status, "message": message} for name in names}
+
+
 _COMPILED: dict[bytes, str] = {}  # a judge's cases (visible, hidden) send the same job: its child's answer, once
 
 
@@ -150,16 +155,13 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
     again from that child's words (a child costs numba's import and a compile: ~1.5 s)."""
     env = {**_STARTED_WITH[1], "KERNELS_LAB_BACKEND": "ptx", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-
-    def each(status: str, message: str) -> dict[str, dict[str, str]]:
-        return {name: {"status": status, "message": message} for name in probes}
     try:
         sent = {name: {"factory": (p.factory.__module__, p.factory.__name__),
                        "functions": [portable(f) for f in p.functions], "options": p.options, "cc": p.cc,
                        "sources": _sources(p.functions)}
                 for name, p in probes.items()}
     except ValueError as e:  # a recursive device function, a value no device function can use
-        return each("rejected", str(e))
+        return _every(probes, "rejected", str(e))
     # numba's types pickle with a counter of their own: the same job is known by the types' names
     seen = pickle.dumps({name: {**d, "signature": [str(t) for t in probes[name].signature]}
                          for name, d in sent.items()})
@@ -170,7 +172,8 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
         proc = subprocess.run([_STARTED_WITH[0], "-m", "kernels_lab.grading.probe_ptx"], input=job,
                               capture_output=True, env=env, timeout=COMPILE_S)
     except subprocess.TimeoutExpired:  # as the kernel gate's: a compile that never ends is the code's
-        return each("rejected", f"compiling your function inside the probe did not finish within {COMPILE_S:g} s")
+        return _every(probes, "rejected",
+                      f"compiling your function inside the probe did not finish within {COMPILE_S:g} s")
     lines = proc.stdout.decode().strip().splitlines()
     try:
         found = json.loads(lines[-1])
@@ -180,20 +183,20 @@ def compile_probes(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
     except (ValueError, IndexError):
         said = f"(exit code {proc.returncode}): {proc.stderr.decode()[-400:]}"
         if READY in lines:  # the known-good kernel compiled: what ended the child was the submission's code
-            return each("rejected", f"the compiler's process ended while it compiled your function {said}")
+            return _every(probes, "rejected", f"the compiler's process ended while it compiled your function {said}")
         # NVVM and NVRTC are here (where_not_compiled asked) and the interpreter is the grader's own: a child that
         # cannot start is most likely the submission's doing (its process's limits), and a gate it could skip
         # would be a way round it
-        return each("rejected", f"the compiler's process could not start from your submission's process {said}. If "
-                                f"your code changes no limits of its process, this is the grading machine's "
-                                f"problem: tell your instructor (kernels-lab doctor)")
+        return _every(probes, "rejected", f"the compiler's process could not start from your submission's process "
+                                          f"{said}. If your code changes no limits of its process, this is the "
+                                          f"grading machine's problem: tell your instructor (kernels-lab doctor)")
 
 
 def _sources(functions: Iterable[Any]) -> dict[str, str]:
     """The text of the files the functions come from, as this process's linecache holds it ("<submission>": the
     grading child puts it there), so that numba's errors in the compiler's process quote the student's line."""
     files = {f.py_func.__code__.co_filename for f in functions}  # portable has made sure they are dispatchers
-    return {path: "".join(linecache.getlines(path)) for path in sorted(files) if linecache.getlines(path)}
+    return {path: text for path in sorted(files) if (text := "".join(linecache.getlines(path)))}
 
 
 def where_not_compiled(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
@@ -205,7 +208,7 @@ def where_not_compiled(probes: dict[str, Probe]) -> dict[str, dict[str, str]]:
         return {}
     libs = ptx_libraries()
     if not libs.available:
-        return {name: {"status": "environment", "message": f"no NVVM / NVRTC here ({libs.detail})"} for name in probes}
+        return _every(probes, "environment", f"no NVVM / NVRTC here ({libs.detail})")
     return compile_probes(probes)
 
 
@@ -271,8 +274,7 @@ def _child() -> None:
     try:
         compile_known_good()
     except Exception as e:  # noqa: BLE001  (no code of the submission's has been read yet)
-        print(json.dumps({name: {"status": "environment", "message": f"{type(e).__name__}: {e}"[:600]}
-                          for name in job}))
+        print(json.dumps(_every(job, "environment", f"{type(e).__name__}: {e}"[:600])))
         return
     print(READY, flush=True)
     out = {}
